@@ -1,0 +1,1 @@
+"""Role profiles shipped as package data (see README.md here)."""

@@ -1,0 +1,5 @@
+"""``python -m loopx``."""
+
+from loopx.cli import main
+
+main()

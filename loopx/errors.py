@@ -1,0 +1,111 @@
+"""The loopx exception hierarchy: one root, a few leaves, each owning its exit code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class LoopxError(Exception):
+    """Root of every error loopx raises on purpose; the CLI prints its message, never a traceback."""
+
+    exit_code = 1
+    code = "error"
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def to_json(self) -> dict[str, object]:
+        """A stable JSON shape for `--json` error output."""
+        out: dict[str, object] = {"error": self.code, "message": self.message}
+        if self.hint:
+            out["hint"] = self.hint
+        return out
+
+
+@dataclass(frozen=True)
+class FieldProblem:
+    """One refused field: a dotted path into the submitted document and what is wrong with it."""
+
+    field: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.problem}"
+
+
+class RecordRejected(LoopxError):
+    """A submitted record or batch is malformed (unknown kind or field, wrong type, too large).
+
+    Nothing is written when this is raised.
+    """
+
+    exit_code = 2
+    code = "invalid_record"
+
+    def __init__(self, problems: list[FieldProblem], *, context: str = "record") -> None:
+        self.problems = problems
+        lines = "; ".join(str(p) for p in problems)
+        super().__init__(f"{context} refused: {lines}")
+
+    @property
+    def fields(self) -> list[str]:
+        """The dotted paths of every refused field, in report order."""
+        return [p.field for p in self.problems]
+
+    def to_json(self) -> dict[str, object]:
+        out = super().to_json()
+        out["problems"] = [{"field": p.field, "problem": p.problem} for p in self.problems]
+        return out
+
+
+class UsageProblem(LoopxError):
+    """The command was called wrongly (a bad option value, a missing file)."""
+
+    exit_code = 2
+    code = "usage"
+
+
+class WorkspaceError(LoopxError):
+    """No workspace was found, one already exists, or its format is not one this loopx reads."""
+
+    exit_code = 3
+    code = "workspace"
+
+
+class ConflictError(LoopxError):
+    """An optimistic append lost a race: the log is no longer at the expected sequence number."""
+
+    exit_code = 4
+    code = "conflict"
+
+
+class LockTimeout(LoopxError):
+    """The store lock could not be taken in time (another writer is stuck or very slow)."""
+
+    exit_code = 4
+    code = "lock_timeout"
+
+
+class IntegrityError(LoopxError):
+    """The log is not what was written: a broken chain, an edited line, corruption mid-log."""
+
+    exit_code = 5
+    code = "integrity"
+
+    def __init__(self, message: str, *, seq: int | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.seq = seq
+
+    def to_json(self) -> dict[str, object]:
+        out = super().to_json()
+        out["seq"] = self.seq
+        return out
+
+
+class NotFound(LoopxError):
+    """A record, segment or file that was asked for does not exist."""
+
+    exit_code = 6
+    code = "not_found"

@@ -1,0 +1,208 @@
+"""The one registry of record kinds, and the checks that turn a submitted draft into a record."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from loopx.canonical import join_path, json_problems
+from loopx.errors import FieldProblem, RecordRejected
+from loopx.records.contract import ResearchContractV0
+from loopx.records.envelope import STORE_FIELDS, Draft, Envelope
+from loopx.records.evidence import AutoResearchEvidencePacketV0, ResearchEvidenceEventV0
+from loopx.records.hypothesis import ResearchHypothesisV0
+from loopx.records.rollout import RolloutEventV0
+from loopx.records.system import StoreRepairV0, WorkspaceV0
+from loopx.records.todo import AutoResearchLaneClaimV1, TodoEventV0, TodoItemV0
+from loopx.records.types import Model
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """A record kind: its payload model, envelope defaults and who may append it."""
+
+    name: str
+    model: type[Model]
+    visibility: Literal["public", "private"]
+    provenance: Literal["observed", "computed", "self_reported", "claimed"]
+    written_by: Literal["agents", "init", "store"]
+    summary: str
+
+
+_SPECS = (
+    KindSpec("workspace_v0", WorkspaceV0, "private", "computed", "init",
+             "genesis record: goal, workspace format, owner token digest"),
+    KindSpec("store_repair_v0", StoreRepairV0, "private", "observed", "store",
+             "a torn tail moved to quarantine by the next lock holder"),
+    KindSpec("research_contract_v0", ResearchContractV0, "public", "self_reported", "agents",
+             "the research contract and its amendments"),
+    KindSpec("research_hypothesis_v0", ResearchHypothesisV0, "public", "self_reported", "agents",
+             "a todo-backed hypothesis, optionally refining a parent"),
+    KindSpec("auto_research_evidence_packet_v0", AutoResearchEvidencePacketV0, "public",
+             "observed", "agents", "an executor attempt with per-split results"),
+    KindSpec("research_evidence_event_v0", ResearchEvidenceEventV0, "public", "computed", "agents",
+             "the evaluator's scored judgement of attempts"),
+    KindSpec("todo_item_v0", TodoItemV0, "public", "self_reported", "agents",
+             "a bounded piece of work for one role"),
+    KindSpec("auto_research_lane_claim_v1", AutoResearchLaneClaimV1, "public", "computed",
+             "agents", "a leased claim of a todo (the claim packet)"),
+    KindSpec("todo_event_v0", TodoEventV0, "public", "self_reported", "agents",
+             "a todo lifecycle step: heartbeat, release, completion, failure, expiry"),
+    KindSpec("rollout_event_v0", RolloutEventV0, "public", "observed", "agents",
+             "an executor's rollout step"),
+)
+KINDS: dict[str, KindSpec] = {spec.name: spec for spec in _SPECS}
+
+
+def kind_names() -> list[str]:
+    """Every registered kind, sorted."""
+    return sorted(KINDS)
+
+
+def get_kind(name: str) -> KindSpec:
+    """The spec of a kind; an unknown name is refused naming the known ones."""
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise RecordRejected(
+            [FieldProblem("schema_version", f"unknown kind {name!r}; known: {', '.join(kind_names())}")]
+        ) from None
+
+
+def pydantic_problems(exc: ValidationError, prefix: str = "") -> list[FieldProblem]:
+    """Translate pydantic errors into dotted field paths with short, readable problems."""
+    problems = []
+    for err in exc.errors(include_url=False):
+        path = prefix
+        for part in err["loc"]:
+            path = join_path(path, part)
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        elif err["type"] == "missing":
+            msg = "required field is missing"
+        problems.append(FieldProblem(path or "record", msg))
+    return problems
+
+
+@dataclass(frozen=True)
+class Author:
+    """Who is writing: envelope values used where a draft leaves them out."""
+
+    goal_id: str
+    agent_id: str | None = None
+    lane_role: str | None = None
+    capability: str | None = None
+
+
+def new_record_id() -> str:
+    """A fresh random record id (122 random bits)."""
+    return f"rec_{uuid.uuid4().hex}"
+
+
+def prepare(doc: Any, author: Author, *, kind: str | None = None, where: str = "",
+            allow: frozenset[str] = frozenset({"agents"})) -> dict[str, Any]:
+    """Check one submitted draft and return the unsealed record (every field but the store's).
+
+    Raises:
+        RecordRejected: naming every refused field; nothing has been written.
+    """
+    if not isinstance(doc, dict):
+        raise RecordRejected([FieldProblem(where or "record", "expected a JSON object")])
+    problems = json_problems(doc, where)
+    problems += [
+        FieldProblem(join_path(where, f), "assigned by the store; remove it")
+        for f in STORE_FIELDS if f in doc
+    ]
+    if problems:
+        raise RecordRejected(problems)
+    try:
+        draft = Draft.model_validate(doc)
+    except ValidationError as exc:
+        raise RecordRejected(pydantic_problems(exc, where)) from None
+    name = draft.schema_version or kind
+    if name is None:
+        raise RecordRejected([FieldProblem(join_path(where, "schema_version"), "no kind given")])
+    if kind is not None and draft.schema_version not in (None, kind):
+        raise RecordRejected([FieldProblem(
+            join_path(where, "schema_version"),
+            f"record says {draft.schema_version!r} but the kind requested is {kind!r}")])
+    spec = _lookup(name, where)
+    if spec.written_by not in allow:
+        raise RecordRejected([FieldProblem(
+            join_path(where, "schema_version"),
+            f"{name} is written only by loopx itself ({spec.written_by}), not appended")])
+    try:
+        payload = spec.model.model_validate(draft.payload).model_dump(mode="json")
+    except ValidationError as exc:
+        raise RecordRejected(pydantic_problems(exc, join_path(where, "payload"))) from None
+    goal_id = draft.goal_id or author.goal_id
+    missing = []
+    if goal_id != author.goal_id:
+        missing.append(FieldProblem(join_path(where, "goal_id"),
+                                    f"this workspace holds goal {author.goal_id!r}, not {goal_id!r}"))
+    agent_id = draft.agent_id or author.agent_id
+    lane_role = draft.lane_role or author.lane_role
+    if agent_id is None:
+        missing.append(FieldProblem(join_path(where, "agent_id"), "required field is missing"))
+    if lane_role is None:
+        missing.append(FieldProblem(join_path(where, "lane_role"), "required field is missing"))
+    if missing:
+        raise RecordRejected(missing)
+    return {
+        "schema_version": name,
+        "record_id": draft.record_id or new_record_id(),
+        "goal_id": goal_id,
+        "agent_id": agent_id,
+        "lane_role": lane_role,
+        "capability": draft.capability or author.capability,
+        "todo_id": draft.todo_id,
+        "epoch": draft.epoch,
+        "visibility": draft.visibility or spec.visibility,
+        "provenance": draft.provenance or spec.provenance,
+        "payload": payload,
+    }
+
+
+def prepare_batch(docs: Any, author: Author, *, kind: str | None = None) -> list[dict[str, Any]]:
+    """Check a batch (a list of drafts, or one draft); refuse the whole batch on any problem."""
+    if isinstance(docs, dict):
+        return [prepare(docs, author, kind=kind)]
+    if not isinstance(docs, list) or not docs:
+        raise RecordRejected([FieldProblem("batch", "expected a JSON object or a non-empty array")])
+    out, problems = [], []
+    for i, doc in enumerate(docs):
+        try:
+            out.append(prepare(doc, author, kind=kind, where=f"[{i}]"))
+        except RecordRejected as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise RecordRejected(problems, context="batch")
+    return out
+
+
+def _lookup(name: str, where: str) -> KindSpec:
+    try:
+        return get_kind(name)
+    except RecordRejected as exc:
+        raise RecordRejected(
+            [FieldProblem(join_path(where, p.field), p.problem) for p in exc.problems]) from None
+
+
+def stored_problems(record: dict[str, Any]) -> list[FieldProblem]:
+    """Why a stored record does not match the envelope and its kind's model (empty when it does)."""
+    try:
+        env = Envelope.model_validate(record)
+    except ValidationError as exc:
+        return pydantic_problems(exc)
+    spec = KINDS.get(env.schema_version)
+    if spec is None:
+        return [FieldProblem("schema_version", f"unknown kind {env.schema_version!r}")]
+    try:
+        spec.model.model_validate(env.payload)
+    except ValidationError as exc:
+        return pydantic_problems(exc, "payload")
+    return []

@@ -1,0 +1,169 @@
+"""The store interface every backend implements, and the sealing step they all share.
+
+A store holds one append-only sequence of records. It reads from a cursor without locking and
+appends a batch atomically, assigning ``seq``, ``ts``, ``batch_end``, ``prev_hash`` and ``hash``
+under its lock. Backends differ only in where the bytes live.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from loopx.canonical import GENESIS_HASH, dumps, record_hash
+from loopx.errors import FieldProblem, NotFound, RecordRejected
+
+MAX_RECORD_BYTES = 64 * 1024
+MAX_BATCH_BYTES = 1024 * 1024
+
+Record = dict[str, Any]
+BatchBuilder = Callable[["Cursor"], Sequence[Record]]
+Clock = Callable[[], str]
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """A committed position: the last record's seq, hash and ts, plus a backend-specific place.
+
+    ``position`` is opaque outside the backend that made it (the file store keeps segment,
+    byte offset after the record, and the offset where the record's line starts).
+    """
+
+    seq: int = 0
+    hash: str = GENESIS_HASH
+    ts: str | None = None
+    position: tuple[int, ...] = field(default=())
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data for checkpoints and ``--json`` output."""
+        return {"seq": self.seq, "hash": self.hash, "ts": self.ts, "position": list(self.position)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Cursor:
+        """Inverse of :meth:`to_json`; raises KeyError or TypeError on malformed data."""
+        position = tuple(int(p) for p in data["position"])
+        ts = data["ts"]
+        if ts is not None and not isinstance(ts, str):
+            raise TypeError("ts must be a string")
+        return cls(seq=int(data["seq"]), hash=str(data["hash"]), ts=ts, position=position)
+
+
+@dataclass(frozen=True)
+class Sealed:
+    """Records sealed for one commit: the dicts, their stored lines, and the head after them."""
+
+    records: list[Record]
+    data: bytes
+    last_line_length: int
+    head_seq: int
+    head_hash: str
+    head_ts: str
+
+
+def seal(batches: Sequence[Sequence[Record]], head: Cursor, now: str) -> Sealed:
+    """Assign store fields to one or more batches committed together; check the size limits.
+
+    Raises:
+        RecordRejected: a record over 64 KiB or a batch over 1 MiB; nothing is written.
+    """
+    ts = now if head.ts is None or now > head.ts else head.ts
+    seq, prev = head.seq, head.hash
+    out: list[Record] = []
+    chunks: list[bytes] = []
+    line = b""
+    for batch in batches:
+        end = seq + len(batch)
+        size = 0
+        for i, unsealed in enumerate(batch):
+            seq += 1
+            record = dict(unsealed)
+            record.update(seq=seq, ts=ts, batch_end=end, prev_hash=prev)
+            record["hash"] = prev = record_hash(record)
+            line = dumps(record) + b"\n"
+            if len(line) - 1 > MAX_RECORD_BYTES:
+                raise RecordRejected([FieldProblem(
+                    f"[{i}]", f"record is {len(line) - 1} bytes; the limit is {MAX_RECORD_BYTES}"
+                    " (reference large artifacts by path and sha256)")])
+            size += len(line)
+            out.append(record)
+            chunks.append(line)
+        if size > MAX_BATCH_BYTES:
+            raise RecordRejected([FieldProblem(
+                "batch", f"batch is {size} bytes; the limit is {MAX_BATCH_BYTES}")])
+    return Sealed(out, b"".join(chunks), len(line), seq, prev, ts)
+
+
+class Store(ABC):
+    """One append-only, hash-chained sequence of records."""
+
+    @abstractmethod
+    def read(self, after: Cursor | None = None) -> Iterator[tuple[Record, Cursor]]:
+        """Yield committed records after ``after`` (from the start when None), each with the
+        cursor just past it. Takes no lock; stops at the last complete batch.
+
+        Raises:
+            IntegrityError: the log is corrupt between ``after`` and its committed end.
+        """
+
+    @abstractmethod
+    def append(self, batch: Sequence[Record] | BatchBuilder, *,
+               expect_seq: int | None = None) -> list[Record]:
+        """Commit one batch atomically and durably; return the sealed records.
+
+        ``batch`` is either unsealed records or a function of the committed head, called under
+        the lock, that returns them (so checks against current state and the write are one
+        step). With ``expect_seq``, commit only if the head is still at that sequence number.
+
+        Raises:
+            ConflictError: the head moved past ``expect_seq``.
+            RecordRejected: a size limit was exceeded.
+            LockTimeout: the lock could not be taken in time.
+        """
+
+    @abstractmethod
+    def head(self) -> Cursor:
+        """The last committed position (reads the tail since this instance last looked)."""
+
+    @abstractmethod
+    def seek(self, seq: int) -> Cursor:
+        """The cursor just past record ``seq`` (``Cursor()`` for 0), for reading from there.
+
+        Raises:
+            NotFound: the log has no record ``seq``.
+        """
+
+    @abstractmethod
+    def cursor_matches(self, cursor: Cursor) -> bool:
+        """Whether ``cursor`` names a record that is in this log with that seq and hash."""
+
+    def get(self, seq: int) -> Record:
+        """The committed record with ``seq``.
+
+        Raises:
+            NotFound: there is none.
+        """
+        for record, _ in self.read(self.seek(seq - 1) if seq > 1 else None):
+            return record
+        raise NotFound(f"the log has no record with seq {seq}")
+
+    def find(self, record_id: str) -> Record:
+        """The committed record with ``record_id``.
+
+        Raises:
+            NotFound: there is none.
+        """
+        for record, _ in self.read():
+            if record["record_id"] == record_id:
+                return record
+        raise NotFound(f"no record with id {record_id!r}")
+
+    def close(self) -> None:
+        """Release file handles; the store may not be used afterwards."""
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

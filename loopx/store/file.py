@@ -1,0 +1,360 @@
+"""The embedded default backend: a segmented JSONL log in ``.loopx/log/`` guarded by a file lock.
+
+Layout: ``log/<first seq, 12 digits>.jsonl`` segments, ``lock`` for writers, ``quarantine/`` for
+torn tails. An append holds the lock only to catch up, seal and write; the fsync that makes it
+durable runs after the release, so concurrent writers' syncs commit together. The caller is told
+the records are stored only once that fsync has returned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from loopx.canonical import now_ts, sha256_hex
+from loopx.errors import ConflictError, IntegrityError, LockTimeout, NotFound
+from loopx.store.base import BatchBuilder, Clock, Cursor, Record, Store, seal
+
+DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
+READ_CHUNK = 1024 * 1024
+STORE_AGENT = "loopx-store"
+
+
+def segment_name(first_seq: int) -> str:
+    """File name of the segment whose first record has ``first_seq``."""
+    return f"{first_seq:012d}.jsonl"
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a directory entry (a new file or a rename) durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class FileStore(Store):
+    """Segmented JSONL log. One instance per thread of use; any number of processes."""
+
+    def __init__(self, path: str | os.PathLike[str], *,
+                 segment_bytes: int = DEFAULT_SEGMENT_BYTES, lock_timeout: float = 60.0,
+                 poll_interval: float = 0.001, clock: Clock = now_ts, durable: bool = True) -> None:
+        self.dir = Path(path)
+        self.log_dir = self.dir / "log"
+        self.quarantine_dir = self.dir / "quarantine"
+        self.segment_bytes = segment_bytes
+        self.durable = durable
+        self._clock = clock
+        # A 1 ms poll keeps waiters fair under contention; filelock's 50 ms default does not.
+        self._lock = FileLock(self.dir / "lock", timeout=lock_timeout, poll_interval=poll_interval,
+                              thread_local=False, preserve_lock_file=True)
+        self._mutex = threading.Lock()
+        self._cursor = Cursor()
+        self._fd: int | None = None
+        self._fd_segment: int | None = None
+
+    # -- layout ---------------------------------------------------------------------------
+
+    def create(self) -> None:
+        """Create the directories and the first segment (idempotent), durably."""
+        for d in (self.dir, self.log_dir, self.quarantine_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        first = self.log_dir / segment_name(1)
+        if not first.exists() and not self.segments():
+            os.close(os.open(first, os.O_CREAT | os.O_WRONLY, 0o644))
+        fsync_dir(self.log_dir)
+        fsync_dir(self.dir)
+
+    def segments(self) -> list[int]:
+        """First sequence numbers of the segments on disk, in order."""
+        try:
+            names = os.listdir(self.log_dir)
+        except FileNotFoundError:
+            return []
+        return sorted(int(n[:-6]) for n in names if n.endswith(".jsonl") and n[:-6].isdigit())
+
+    def segment_path(self, first_seq: int) -> Path:
+        """Path of a segment by its first sequence number."""
+        return self.log_dir / segment_name(first_seq)
+
+    # -- reading --------------------------------------------------------------------------
+
+    def read(self, after: Cursor | None = None) -> Iterator[tuple[Record, Cursor]]:
+        cursor = after or Cursor()
+        for attempt in range(3):
+            try:
+                for record, cursor in self._scan(cursor):
+                    yield record, cursor
+                return
+            except IntegrityError:
+                # A lock holder may have just replaced a torn tail this reader was reading;
+                # rescan from the last committed record before calling it corruption.
+                if attempt == 2:
+                    raise
+                time.sleep(0.01)
+
+    def _scan(self, cursor: Cursor) -> Iterator[tuple[Record, Cursor]]:
+        if cursor.position:
+            seg, offset = cursor.position[0], cursor.position[1]
+        else:
+            segs = self.segments()
+            if not segs:
+                return
+            seg, offset = segs[0], 0
+        seq, prev = cursor.seq, cursor.hash
+        while True:
+            try:
+                f = open(self.segment_path(seg), "rb")
+            except FileNotFoundError:
+                raise IntegrityError(f"segment {segment_name(seg)} is missing", seq=seq + 1,
+                                     hint="run `loopx verify`") from None
+            with f:
+                f.seek(offset)
+                pending: list[tuple[Record, int, int]] = []
+                buf, pos = b"", offset
+                while chunk := f.read(READ_CHUNK):
+                    buf += chunk
+                    start = 0
+                    while (nl := buf.find(b"\n", start)) >= 0:
+                        record = _checked(buf[start:nl], seq + 1, prev, pending, seg, pos + start)
+                        pending.append((record, pos + start, pos + nl + 1))
+                        seq, prev = record["seq"], record["hash"]
+                        if seq == record["batch_end"]:
+                            for rec, line_start, line_end in pending:
+                                yield rec, Cursor(rec["seq"], rec["hash"], rec["ts"],
+                                                  (seg, line_end, line_start))
+                            pending = []
+                        start = nl + 1
+                    pos += start
+                    buf = buf[start:]
+            if pending or buf:
+                return  # a write in progress, or a torn tail awaiting the next lock holder
+            if not os.path.exists(self.segment_path(seq + 1)) or seq + 1 == seg:
+                return
+            seg, offset = seq + 1, 0
+
+    def head(self) -> Cursor:
+        with self._mutex:
+            return self._catch_up()
+
+    def _catch_up(self) -> Cursor:
+        for _, cursor in self.read(self._cursor):
+            self._cursor = cursor
+        return self._cursor
+
+    def seek(self, seq: int) -> Cursor:
+        if seq == 0:
+            return Cursor()
+        candidates = [first for first in self.segments() if first <= seq]
+        if seq < 1 or not candidates:
+            raise NotFound(f"the log has no record with seq {seq}")
+        seg, committed = candidates[-1], self.head().seq
+        with open(self.segment_path(seg), "rb") as f:
+            offset = 0
+            for line in f:
+                start, offset = offset, offset + len(line)
+                if not line.endswith(b"\n"):
+                    break
+                record = json.loads(line)
+                if record["seq"] == seq and record["batch_end"] <= committed:
+                    return Cursor(seq, record["hash"], record["ts"], (seg, offset, start))
+        raise NotFound(f"the log has no committed record with seq {seq}")
+
+    def find(self, record_id: str) -> Record:
+        # A byte search per segment instead of parsing every line: quotes inside JSON strings
+        # are escaped, so the needle only matches a real key (checked after parsing anyway).
+        needle = b'"record_id":' + json.dumps(record_id).encode()
+        committed = self.head().seq
+        for first in self.segments():
+            data = self.segment_path(first).read_bytes()
+            at = data.find(needle)
+            while at >= 0:
+                start = data.rfind(b"\n", 0, at) + 1
+                end = data.find(b"\n", at)
+                if end < 0:
+                    break
+                record = json.loads(data[start:end])
+                if record.get("record_id") == record_id and record["seq"] <= committed:
+                    return record
+                at = data.find(needle, end)
+        raise NotFound(f"no record with id {record_id!r}")
+
+    def cursor_matches(self, cursor: Cursor) -> bool:
+        if cursor.seq == 0:
+            return not cursor.position
+        if len(cursor.position) != 3:
+            return False
+        seg, end, start = cursor.position
+        try:
+            with open(self.segment_path(seg), "rb") as f:
+                f.seek(start)
+                line = f.read(end - start)
+        except (FileNotFoundError, ValueError, OSError):
+            return False
+        if not line.endswith(b"\n"):
+            return False
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return False
+        return (isinstance(record, dict) and record.get("seq") == cursor.seq
+                and record.get("hash") == cursor.hash)
+
+    # -- writing --------------------------------------------------------------------------
+
+    def append(self, batch: Sequence[Record] | BatchBuilder, *,
+               expect_seq: int | None = None) -> list[Record]:
+        with self._mutex:
+            try:
+                self._lock.acquire()
+            except Timeout:
+                raise LockTimeout(
+                    f"could not take the store lock {self._lock.lock_file} in time",
+                    hint="another writer may be stuck; check for hung loopx processes") from None
+            try:
+                fd, records, sealed = self._append_locked(batch, expect_seq)
+            finally:
+                self._lock.release()
+            if records and self.durable:
+                os.fdatasync(fd)
+            return sealed[: len(records)]
+
+    def _append_locked(self, batch: Sequence[Record] | BatchBuilder,
+                       expect_seq: int | None) -> tuple[int, Sequence[Record], list[Record]]:
+        head = self._catch_up()
+        if expect_seq is not None and head.seq != expect_seq:
+            raise ConflictError(f"log is at seq {head.seq}, not the expected {expect_seq}",
+                                hint="re-read the log and retry")
+        records = batch(head) if callable(batch) else batch
+        if not records:
+            return -1, records, []
+        seg, committed_end = self._active_segment(head)
+        fd = self._open_segment(seg)
+        size = os.fstat(fd).st_size
+        batches: list[Sequence[Record]] = [records]
+        if size > committed_end:
+            batches.append([self._quarantine(seg, fd, committed_end, size, records[0])])
+            size = committed_end
+        sealed = seal(batches, head, self._clock())
+        if size > 0 and size + len(sealed.data) > self.segment_bytes:
+            os.fsync(fd)  # the old segment is whole on disk before the next one exists
+            seg, size = head.seq + 1, 0
+            fd = self._open_segment(seg, create=True)
+        _write_all(fd, sealed.data)
+        end = size + len(sealed.data)
+        self._cursor = Cursor(sealed.head_seq, sealed.head_hash, sealed.head_ts,
+                              (seg, end, end - sealed.last_line_length))
+        return fd, records, sealed.records
+
+    def _active_segment(self, head: Cursor) -> tuple[int, int]:
+        """The segment to append to and where its committed bytes end."""
+        if not head.position:
+            segs = self.segments()
+            if not segs:
+                self.create()
+                segs = self.segments()
+            return segs[0], 0
+        # A writer that died right after starting a new segment leaves it empty or torn.
+        if os.path.exists(self.segment_path(head.seq + 1)):
+            return head.seq + 1, 0
+        return head.position[0], head.position[1]
+
+    def _open_segment(self, seg: int, *, create: bool = False) -> int:
+        if self._fd_segment == seg and self._fd is not None:
+            return self._fd
+        flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT | os.O_EXCL if create else 0)
+        fd = os.open(self.segment_path(seg), flags, 0o644)
+        if create:
+            fsync_dir(self.log_dir)
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd, self._fd_segment = fd, seg
+        return fd
+
+    def _quarantine(self, seg: int, fd: int, start: int, end: int,
+                    first: Record) -> dict[str, Any]:
+        """Move a torn tail aside, truncate it away, and describe it as a repair record."""
+        with open(self.segment_path(seg), "rb") as f:
+            f.seek(start)
+            data = f.read(end - start)
+        self.quarantine_dir.mkdir(exist_ok=True)
+        name = f"{segment_name(seg)}.{start}.{int(time.time() * 1e6)}.torn"
+        qfd = os.open(self.quarantine_dir / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        try:
+            _write_all(qfd, data)
+            os.fsync(qfd)
+        finally:
+            os.close(qfd)
+        fsync_dir(self.quarantine_dir)
+        os.ftruncate(fd, start)
+        os.fsync(fd)
+        return {
+            "schema_version": "store_repair_v0",
+            "record_id": f"rec_repair_{seg}_{start}_{sha256_hex(data)[:16]}",
+            "goal_id": first["goal_id"],
+            "agent_id": STORE_AGENT,
+            "lane_role": "store",
+            "capability": None,
+            "todo_id": None,
+            "epoch": None,
+            "visibility": "private",
+            "provenance": "observed",
+            "payload": {
+                "segment": segment_name(seg),
+                "offset": start,
+                "length": len(data),
+                "sha256": sha256_hex(data),
+                "complete_lines": data.count(b"\n"),
+                "quarantine_file": f"quarantine/{name}",
+                "reason": "torn tail left by a writer that stopped mid-append",
+            },
+        }
+
+    def close(self) -> None:
+        with self._mutex:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd, self._fd_segment = None, None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _checked(line: bytes, expected_seq: int, prev: str,
+             pending: list[tuple[Record, int, int]], seg: int, offset: int) -> Record:
+    """Parse one complete line and check it continues the chain; anything else is corruption."""
+    where = f"segment {segment_name(seg)} byte {offset}"
+    try:
+        record = json.loads(line)
+    except ValueError:
+        raise IntegrityError(f"{where}: not valid JSON", seq=expected_seq,
+                             hint="run `loopx verify`") from None
+    if not isinstance(record, dict) or not all(
+        isinstance(record.get(k), t) for k, t in
+        (("seq", int), ("batch_end", int), ("hash", str), ("prev_hash", str), ("ts", str))
+    ):
+        raise IntegrityError(f"{where}: not a sealed record", seq=expected_seq,
+                             hint="run `loopx verify`")
+    if record["seq"] != expected_seq:
+        raise IntegrityError(f"{where}: expected seq {expected_seq}, found {record['seq']}",
+                             seq=expected_seq, hint="run `loopx verify`")
+    if record["prev_hash"] != prev:
+        raise IntegrityError(f"{where}: seq {expected_seq} does not chain to seq "
+                             f"{expected_seq - 1}", seq=expected_seq, hint="run `loopx verify`")
+    batch_end = pending[0][0]["batch_end"] if pending else None
+    if record["batch_end"] < expected_seq or (batch_end is not None
+                                              and record["batch_end"] != batch_end):
+        raise IntegrityError(f"{where}: seq {expected_seq} has an inconsistent batch_end",
+                             seq=expected_seq, hint="run `loopx verify`")
+    return record

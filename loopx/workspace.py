@@ -1,0 +1,149 @@
+"""Finding, creating and opening a workspace: the ``.loopx/`` directory beside a project.
+
+A workspace is found the way git finds its repository (the nearest ``.loopx/`` at or above the
+current directory), or given by ``--workspace`` / ``LOOPX_WORKSPACE``. It holds one campaign.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from loopx import __version__
+from loopx.errors import FieldProblem, RecordRejected, WorkspaceError
+from loopx.ledger import Ledger
+from loopx.store.file import FileStore, fsync_dir
+from loopx.tokens import new_token, token_digest
+
+WORKSPACE_DIR = ".loopx"
+FORMAT_VERSION = 1
+SUPPORTED_FORMATS = (1,)
+ENV_WORKSPACE = "LOOPX_WORKSPACE"
+OWNER_AGENT = "owner"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """An initialised workspace: ``root`` is the project directory holding ``.loopx/``."""
+
+    root: Path
+    format_version: int = FORMAT_VERSION
+
+    @property
+    def dir(self) -> Path:
+        """The ``.loopx/`` directory."""
+        return self.root / WORKSPACE_DIR
+
+    def store(self, **options: object) -> FileStore:
+        """The workspace's file store (options as for :class:`FileStore`)."""
+        return FileStore(self.dir, **options)  # type: ignore[arg-type]
+
+    def ledger(self, **options: object) -> Ledger:
+        """A ledger over the workspace's store, using its checkpoint."""
+        return Ledger(self.store(**options), checkpoint_path=self.dir / "checkpoints" / "state.json")
+
+
+def _read_format(config: Path) -> int:
+    try:
+        data = json.loads(config.read_text())
+        version = data["format_version"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise WorkspaceError(f"{config} is unreadable or malformed") from None
+    if version not in SUPPORTED_FORMATS:
+        raise WorkspaceError(
+            f"workspace format {version!r} is not one this loopx reads "
+            f"(it reads {', '.join(map(str, SUPPORTED_FORMATS))})",
+            hint="run `loopx migrate` to convert an older workspace, or upgrade loopx for a newer one")
+    return int(version)
+
+
+def find_workspace(explicit: str | os.PathLike[str] | None = None,
+                   start: Path | None = None) -> Workspace:
+    """Locate the workspace from an explicit path, ``LOOPX_WORKSPACE``, or the nearest parent.
+
+    Raises:
+        WorkspaceError: none found, or its format is not supported.
+    """
+    given = explicit or os.environ.get(ENV_WORKSPACE)
+    if given:
+        path = Path(given).expanduser().resolve()
+        root = path.parent if path.name == WORKSPACE_DIR else path
+        config = root / WORKSPACE_DIR / "workspace.json"
+        if not config.is_file():
+            raise WorkspaceError(f"no loopx workspace at {root}", hint="run `loopx init` there")
+        return Workspace(root, _read_format(config))
+    here = (start or Path.cwd()).resolve()
+    for candidate in (here, *here.parents):
+        config = candidate / WORKSPACE_DIR / "workspace.json"
+        if config.is_file():
+            return Workspace(candidate, _read_format(config))
+    raise WorkspaceError(
+        f"no loopx workspace at {here} or any parent",
+        hint="run `loopx init`, or pass --workspace / set LOOPX_WORKSPACE")
+
+
+def init_workspace(root: Path, goal_id: str) -> tuple[Workspace, str]:
+    """Create a workspace with its genesis record; returns it and the owner token (show once).
+
+    Raises:
+        WorkspaceError: a workspace (or a half-made one) is already there.
+        RecordRejected: the goal id is not a valid identifier.
+    """
+    _check_goal_id(goal_id)
+    root = root.resolve()
+    wdir = root / WORKSPACE_DIR
+    if (wdir / "workspace.json").exists():
+        raise WorkspaceError(f"{root} already holds a loopx workspace")
+    if wdir.exists() and any(wdir.iterdir()):
+        raise WorkspaceError(
+            f"{wdir} exists but is not a complete workspace (an earlier init stopped early?)",
+            hint="remove that directory and run `loopx init` again")
+    root.mkdir(parents=True, exist_ok=True)
+    workspace = Workspace(root)
+    store = workspace.store()
+    store.create()
+    token = new_token()
+    with store:
+        Ledger(store).append_genesis({
+            "format_version": FORMAT_VERSION,
+            "goal_id": goal_id,
+            "owner_token_sha256": token_digest(token),
+            "loopx_version": __version__,
+        }, agent_id=OWNER_AGENT)
+    _copy_lanes(wdir / "lanes")
+    (wdir / ".gitignore").write_text("# loopx workspace state is not versioned with the project\n*\n")
+    _write_atomic(wdir / "workspace.json",
+                  json.dumps({"format_version": FORMAT_VERSION, "store": "file"}, indent=2) + "\n")
+    return workspace, token
+
+
+def _check_goal_id(goal_id: str) -> None:
+    from pydantic import TypeAdapter, ValidationError
+
+    from loopx.records.types import Identifier
+
+    try:
+        TypeAdapter(Identifier).validate_python(goal_id, strict=True)
+    except ValidationError as exc:
+        raise RecordRejected([FieldProblem("goal_id", exc.errors()[0]["msg"])]) from None
+
+
+def _copy_lanes(target: Path) -> None:
+    target.mkdir(exist_ok=True)
+    for entry in resources.files("loopx.lanes").iterdir():
+        if entry.name.endswith(".toml"):
+            (target / entry.name).write_bytes(entry.read_bytes())
+    fsync_dir(target)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)

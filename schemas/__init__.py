@@ -1,0 +1,1 @@
+"""Generated JSON Schema files shipped as package data."""

@@ -1,0 +1,148 @@
+"""File backend specifics: torn tails, partial batches, corruption, segments."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from loopx.canonical import sha256_hex
+from loopx.errors import IntegrityError
+from loopx.store import FileStore
+from loopx.store.file import segment_name
+from loopx.testing.store_conformance import unsealed
+from loopx.verify import VerifyReport
+from loopx.verify import verify_store as verify_workspace
+
+
+def verify_store(store: FileStore) -> VerifyReport:
+    return verify_workspace(store, workspace_rules=False)
+
+
+def make_store(tmp_path: Path, **options: object) -> FileStore:
+    store = FileStore(tmp_path / ".loopx", **options)  # type: ignore[arg-type]
+    store.create()
+    return store
+
+
+def seqs(store: FileStore) -> list[int]:
+    return [r["seq"] for r, _ in store.read()]
+
+
+def active_segment(store: FileStore) -> Path:
+    return store.segment_path(store.segments()[-1])
+
+
+def test_torn_line_is_invisible_then_quarantined(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    store.append([unsealed(n=i) for i in range(3)])
+    torn = b'{"agent_id":"dead-writer","batch_end":4,"cap'
+    with open(active_segment(store), "ab") as f:
+        f.write(torn)
+    reader = FileStore(store.dir)
+    assert seqs(reader) == [1, 2, 3]
+    assert verify_store(reader).ok
+
+    [record] = FileStore(store.dir).append([unsealed(n=99)])
+    assert record["seq"] == 4
+    records = [r for r, _ in store.read()]
+    assert [r["schema_version"] for r in records[3:]] == ["rollout_event_v0", "store_repair_v0"]
+    repair = records[4]["payload"]
+    assert repair["length"] == len(torn) and repair["sha256"] == sha256_hex(torn)
+    assert repair["complete_lines"] == 0
+    assert (store.dir / repair["quarantine_file"]).read_bytes() == torn
+    report = verify_store(store)
+    assert report.ok and report.notes == [] and report.head_seq == 5
+
+
+def test_partial_batch_is_invisible_then_quarantined(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    store.append([unsealed()])
+    segment = active_segment(store)
+    committed = segment.stat().st_size
+    store.append([unsealed(n=i) for i in range(3)])
+    # Leave only the first two lines of the three-record batch, as a writer killed mid-write would.
+    batch_lines = segment.read_bytes()[committed:].splitlines(keepends=True)
+    with open(segment, "r+b") as f:
+        f.truncate(committed + len(batch_lines[0]) + len(batch_lines[1]))
+    reader = FileStore(store.dir)
+    assert seqs(reader) == [1]
+    report = verify_store(reader)
+    assert report.ok and "unfinished batch" in report.notes[0]
+
+    FileStore(store.dir).append([unsealed(n=7)])
+    records = [r for r, _ in FileStore(store.dir).read()]
+    assert [r["seq"] for r in records] == [1, 2, 3]
+    assert records[2]["schema_version"] == "store_repair_v0"
+    assert records[2]["payload"]["complete_lines"] == 2
+    assert verify_store(store).ok
+
+
+def test_corruption_mid_log_is_an_error_not_a_repair(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    store.append([unsealed(n=i) for i in range(4)])
+    segment = active_segment(store)
+    lines = segment.read_bytes().splitlines(keepends=True)
+    lines[1] = b"this is not json\n"
+    segment.write_bytes(b"".join(lines))
+    fresh = FileStore(store.dir)
+    with pytest.raises(IntegrityError) as err:
+        list(fresh.read())
+    assert err.value.seq == 2
+    with pytest.raises(IntegrityError):
+        fresh.append([unsealed()])
+    assert segment.read_bytes() == b"".join(lines)
+    assert list((store.dir / "quarantine").iterdir()) == []
+
+
+def test_broken_chain_is_an_error(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    store.append([unsealed(n=i) for i in range(3)])
+    segment = active_segment(store)
+    lines = segment.read_bytes().splitlines(keepends=True)
+    record = json.loads(lines[2])
+    record["prev_hash"] = "0" * 64
+    lines[2] = json.dumps(record, sort_keys=True, separators=(",", ":")).encode() + b"\n"
+    segment.write_bytes(b"".join(lines))
+    with pytest.raises(IntegrityError, match="does not chain"):
+        list(FileStore(store.dir).read())
+
+
+def test_segments_roll_over_and_chain_across(tmp_path: Path) -> None:
+    store = make_store(tmp_path, segment_bytes=2000)
+    for i in range(12):
+        store.append([unsealed(n=i), unsealed(n=i)])
+    assert len(store.segments()) > 3
+    assert seqs(FileStore(store.dir)) == list(range(1, 25))
+    for first in store.segments():
+        first_record = json.loads(store.segment_path(first).read_bytes().splitlines()[0])
+        assert first_record["seq"] == first
+    report = verify_store(store)
+    assert report.ok and report.segments == len(store.segments())
+    # A reader resuming from a cursor in an old segment crosses into the new ones.
+    _, cursor = next(iter(FileStore(store.dir).read()))
+    assert [r["seq"] for r, _ in FileStore(store.dir).read(cursor)] == list(range(2, 25))
+
+
+def test_empty_segment_left_by_a_crash_during_rollover_is_used(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    store.append([unsealed(), unsealed()])
+    (store.log_dir / segment_name(3)).write_bytes(b'{"partial')
+    assert seqs(FileStore(store.dir)) == [1, 2]
+    [record] = FileStore(store.dir).append([unsealed()])
+    assert record["seq"] == 3
+    assert store.segments() == [1, 3]
+    assert [r["schema_version"] for r, _ in store.read()][-1] == "store_repair_v0"
+    assert verify_store(store).ok
+
+
+def test_missing_middle_segment_is_an_error(tmp_path: Path) -> None:
+    store = make_store(tmp_path, segment_bytes=1500)
+    for _ in range(8):
+        store.append([unsealed()])
+    segments = store.segments()
+    assert len(segments) >= 3
+    store.segment_path(segments[1]).unlink()
+    report = verify_store(FileStore(store.dir))
+    assert not report.ok and report.first_bad_seq == segments[1]

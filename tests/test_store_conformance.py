@@ -1,0 +1,3 @@
+"""The conformance suite, run over every backend (see conftest.backend)."""
+
+from loopx.testing.store_conformance import *  # noqa: F403
