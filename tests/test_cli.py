@@ -1,0 +1,193 @@
+"""The CLI: thin over the library, --json everywhere, user mistakes never print a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from loopx.cli import cli
+
+NOTE = '{"payload": {"event": "note", "detail": {"k": "v"}}}'
+
+
+def run(tmp_path: Path, *args: str, input: str | None = None) -> Result:
+    result = CliRunner().invoke(cli, ["-C", str(tmp_path), *args], input=input)
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr
+    return result
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    assert run(tmp_path, "init", "--goal-id", "cli-test").exit_code == 0
+    return tmp_path
+
+
+def test_init_shows_the_token_once_and_stores_only_its_digest(tmp_path: Path) -> None:
+    result = run(tmp_path, "init", "--json")
+    assert result.exit_code == 0
+    out = json.loads(result.stdout)
+    token = out["owner_token"]
+    assert token.startswith("lpx_") and len(token) >= 40
+    assert out["goal_id"] == tmp_path.name
+    log_bytes = b"".join(p.read_bytes() for p in (tmp_path / ".loopx").rglob("*") if p.is_file())
+    assert token.encode() not in log_bytes
+    assert sorted(p.name for p in (tmp_path / ".loopx" / "lanes").iterdir()) == [
+        "evaluator_promoter.toml", "hypothesis_proposer.toml", "product_narrator.toml",
+        "research_curator.toml", "research_executor.toml"]
+    again = run(tmp_path, "init")
+    assert again.exit_code == 3 and "already holds a loopx workspace" in again.stderr
+
+
+def test_owner_token_file_is_private(tmp_path: Path) -> None:
+    token_file = tmp_path / "owner.token"
+    result = run(tmp_path, "init", "--owner-token-file", str(token_file))
+    assert result.exit_code == 0 and "lpx_" not in result.stdout
+    assert token_file.read_text().startswith("lpx_")
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+
+
+def test_invalid_goal_id_writes_nothing(tmp_path: Path) -> None:
+    result = run(tmp_path, "init", "--goal-id", "not a valid id")
+    assert result.exit_code == 2 and "goal_id" in result.stderr
+    assert not (tmp_path / ".loopx").exists()
+
+
+def test_append_log_show(ws: Path) -> None:
+    one = run(ws, "append", "-k", "rollout_event_v0", "-f", "-", "--json", input=NOTE)
+    assert one.exit_code == 0
+    appended = json.loads(one.stdout)
+    assert appended["head"]["seq"] == 2 and appended["records"][0]["seq"] == 2
+    batch = f"[{NOTE}, {NOTE}]"
+    two = run(ws, "append", "-k", "rollout_event_v0", "-f", "-", "--agent-id", "agent-7",
+              input=batch)
+    assert two.exit_code == 0 and "seq 3-4" in two.stdout
+
+    lines = run(ws, "log", "--json").stdout.splitlines()
+    records = [json.loads(line) for line in lines]
+    assert [r["seq"] for r in records] == [1, 2, 3, 4]
+    assert records[3]["agent_id"] == "agent-7"
+    assert [json.loads(x)["seq"] for x in run(ws, "log", "--json", "--since", "2").stdout.splitlines()] == [3, 4]
+    assert len(run(ws, "log", "--json", "--limit", "1").stdout.splitlines()) == 1
+    assert [json.loads(x)["seq"] for x in
+            run(ws, "log", "--json", "-k", "workspace_v0").stdout.splitlines()] == [1]
+    human = run(ws, "log").stdout.splitlines()
+    assert len(human) == 4 and "rollout_event_v0" in human[1]
+
+    by_id = run(ws, "show", records[2]["record_id"], "--json")
+    assert json.loads(by_id.stdout) == records[2]
+    by_seq = run(ws, "show", "3", "--json")
+    assert json.loads(by_seq.stdout) == records[2]
+    missing = run(ws, "show", "rec_nope")
+    assert missing.exit_code == 6 and "rec_nope" in missing.stderr
+
+
+def test_append_file_argument(ws: Path, tmp_path: Path) -> None:
+    draft = tmp_path / "draft.json"
+    draft.write_text(json.dumps({"schema_version": "rollout_event_v0",
+                                 "payload": {"event": "started"}}))
+    assert run(ws, "append", "--file", str(draft)).exit_code == 0
+    assert run(ws, "append", "--file", str(tmp_path / "absent.json")).exit_code == 2
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("{not json", "not valid JSON"),
+    ('{"payload": {"event": "note"}, "payload": {}}', "duplicate key"),
+    ('{"payload": {"event": "note", "detail": {"x": NaN}}}', "NaN"),
+    ('{"payload": {"event": "teleported"}}', "payload.event"),
+    ('{"payload": {"event": "note", "colour": 1}}', "payload.colour: unknown field"),
+    ("[]", "non-empty array"),
+])
+def test_bad_input_is_refused_and_nothing_written(ws: Path, text: str, words: str) -> None:
+    before = (ws / ".loopx" / "log" / "000000000001.jsonl").read_bytes()
+    result = run(ws, "append", "-k", "rollout_event_v0", "-f", "-", input=text)
+    assert result.exit_code == 2
+    assert words in result.stderr
+    assert (ws / ".loopx" / "log" / "000000000001.jsonl").read_bytes() == before
+
+
+def test_errors_as_json(ws: Path) -> None:
+    result = run(ws, "append", "-k", "rollout_event_v0", "-f", "-", "--json",
+                 input='{"payload": {"event": "bad"}}')
+    assert result.exit_code == 2
+    error = json.loads(result.stdout)
+    assert error["error"] == "invalid_record"
+    assert error["problems"][0]["field"] == "payload.event"
+
+
+def test_unknown_kind_lists_known_ones(ws: Path) -> None:
+    result = run(ws, "append", "-k", "made_up_v0", "-f", "-", input='{"payload": {}}')
+    assert result.exit_code == 2 and "unknown kind 'made_up_v0'" in result.stderr
+    assert "research_contract_v0" in result.stderr
+
+
+def test_expect_seq_conflict(ws: Path) -> None:
+    result = run(ws, "append", "-k", "rollout_event_v0", "-f", "-", "--expect-seq", "7",
+                 input=NOTE)
+    assert result.exit_code == 4 and "not the expected 7" in result.stderr
+
+
+def test_no_workspace(tmp_path: Path) -> None:
+    result = run(tmp_path, "log")
+    assert result.exit_code == 3 and "no loopx workspace" in result.stderr
+    assert "loopx init" in result.stderr
+
+
+def test_workspace_found_from_a_subdirectory_and_env(ws: Path) -> None:
+    sub = ws / "a" / "b"
+    sub.mkdir(parents=True)
+    env = {**os.environ, "LOOPX_WORKSPACE": ""}
+    found = subprocess.run([sys.executable, "-m", "loopx", "log", "--json"], cwd=sub, env=env,
+                           capture_output=True, text=True)
+    assert found.returncode == 0 and json.loads(found.stdout.splitlines()[0])["seq"] == 1
+    elsewhere = ws.parent
+    via_env = subprocess.run([sys.executable, "-m", "loopx", "verify"], cwd=elsewhere,
+                             env={**os.environ, "LOOPX_WORKSPACE": str(ws)},
+                             capture_output=True, text=True)
+    assert via_env.returncode == 0 and via_env.stdout.startswith("ok:")
+
+
+def test_unknown_format_names_migrate(ws: Path) -> None:
+    config = ws / ".loopx" / "workspace.json"
+    config.write_text(json.dumps({"format_version": 99, "store": "file"}))
+    result = run(ws, "log")
+    assert result.exit_code == 3 and "loopx migrate" in result.stderr
+    assert "99" in result.stderr
+
+
+def test_migrate_reports_current_format(ws: Path) -> None:
+    result = run(ws, "migrate", "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout) == {"workspace": str(ws.resolve()), "format_version": 1,
+                                         "migrated": False}
+
+
+def test_verify_json_shape(ws: Path) -> None:
+    result = run(ws, "verify", "--json")
+    report = json.loads(result.stdout)
+    assert report["ok"] is True and report["records"] == 1 and report["segments"] == 1
+    assert set(report) == {"ok", "records", "segments", "head", "first_bad_seq", "problem",
+                           "where", "notes", "anchor"}
+
+
+def test_schemas_export_and_check(tmp_path: Path) -> None:
+    out = tmp_path / "s"
+    result = CliRunner().invoke(cli, ["schemas", "export", "--out", str(out), "--json"])
+    assert result.exit_code == 0 and len(json.loads(result.stdout)["written"]) == 11
+    check = CliRunner().invoke(cli, ["schemas", "export", "--out", str(out), "--check"])
+    assert check.exit_code == 0
+    (out / "todo_item_v0.schema.json").write_text("{}")
+    stale = CliRunner().invoke(cli, ["schemas", "export", "--out", str(out), "--check", "--json"])
+    assert stale.exit_code == 1 and json.loads(stale.stdout)["stale"] == ["todo_item_v0.schema.json"]
+
+
+def test_python_dash_m_and_version() -> None:
+    result = subprocess.run([sys.executable, "-m", "loopx", "--version"], capture_output=True,
+                            text=True)
+    assert result.returncode == 0 and "0.1.0" in result.stdout

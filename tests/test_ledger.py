@@ -1,0 +1,140 @@
+"""Folded state and checkpoints: a new process reads only the tail, and a bad checkpoint is rebuilt."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopx.checkpoint import load_checkpoint, save_checkpoint
+from loopx.errors import ConflictError, WorkspaceError
+from loopx.fold import KernelReducer, State, advance, fold_version
+from loopx.ledger import Ledger
+from loopx.store import FileStore, MemoryStore
+from loopx.workspace import init_workspace
+
+
+class CountingStore(FileStore):
+    """Counts the records handed out by read(), to prove catch-up reads only the tail."""
+
+    served = 0
+
+    def read(self, after=None):  # type: ignore[no-untyped-def]
+        for entry in super().read(after):
+            CountingStore.served += 1
+            yield entry
+
+
+def note(n: int) -> dict[str, Any]:
+    return {"payload": {"event": "note", "detail": {"n": n}}}
+
+
+def build(tmp_path: Path, records: int, *, every: int = 100) -> Path:
+    workspace, _ = init_workspace(tmp_path, "ledger-test")
+    ledger = Ledger(workspace.store(), checkpoint_path=workspace.dir / "checkpoints" / "state.json",
+                    checkpoint_every=every)
+    for start in range(0, records, 50):
+        ledger.append([note(n) for n in range(start, min(start + 50, records))],
+                      agent_id="a", lane_role="owner", kind="rollout_event_v0")
+    ledger.state()
+    return workspace.dir
+
+
+def reopen(wdir: Path, **options: Any) -> Ledger:
+    return Ledger(CountingStore(wdir), checkpoint_path=wdir / "checkpoints" / "state.json",
+                  **options)
+
+
+def test_state_counts_kinds_and_knows_the_goal(tmp_path: Path) -> None:
+    wdir = build(tmp_path, 120)
+    state = reopen(wdir).state()
+    assert state["kernel"]["goal_id"] == "ledger-test"
+    assert state["kernel"]["kinds"] == {"workspace_v0": 1, "rollout_event_v0": 120}
+    assert state.seq == 121
+
+
+def test_new_process_reads_only_the_tail(tmp_path: Path) -> None:
+    wdir = build(tmp_path, 450, every=100)
+    checkpoint = json.loads((wdir / "checkpoints" / "state.json").read_text())
+    saved = checkpoint["cursor"]["seq"]
+    assert 351 <= saved <= 451
+    ledger = reopen(wdir)
+    ledger.append([note(1), note(2)], agent_id="a", lane_role="owner", kind="rollout_event_v0")
+    CountingStore.served = 0
+    fresh = reopen(wdir, checkpoint_every=10**9)
+    state = fresh.state()
+    assert fresh.checkpoint_status == "checkpoint used"
+    assert CountingStore.served == 453 - saved
+    assert state.seq == 453
+
+
+def full_rebuild(wdir: Path) -> State:
+    state = State.initial()
+    advance(state, FileStore(wdir).read())
+    return state
+
+
+@pytest.mark.parametrize("damage", ["delete", "wrong_hash", "wrong_version", "garbage",
+                                    "beyond_head"])
+def test_checkpoint_that_disagrees_is_rebuilt(tmp_path: Path, damage: str) -> None:
+    wdir = build(tmp_path, 300)
+    path = wdir / "checkpoints" / "state.json"
+    data = json.loads(path.read_text())
+    data["state"]["kernel"]["records"] = 999_999  # a lie the log must override
+    if damage == "delete":
+        path.unlink()
+    elif damage == "wrong_hash":
+        data["cursor"]["hash"] = "f" * 64
+        path.write_text(json.dumps(data))
+    elif damage == "wrong_version":
+        data["fold_version"] = "kernel:0"
+        path.write_text(json.dumps(data))
+    elif damage == "garbage":
+        path.write_text("{not json")
+    elif damage == "beyond_head":
+        data["cursor"]["seq"] += 10
+        path.write_text(json.dumps(data))
+    fresh = reopen(wdir, checkpoint_every=10**9)
+    state = fresh.state()
+    assert fresh.checkpoint_status != "checkpoint used"
+    assert state.parts == full_rebuild(wdir).parts
+    assert state["kernel"]["records"] == 301
+
+
+def test_checkpoint_is_plain_json_with_fold_version(tmp_path: Path) -> None:
+    store = MemoryStore()
+    ledger = Ledger(store)
+    ledger.append_genesis({"format_version": 1, "goal_id": "g", "owner_token_sha256": "0" * 64,
+                           "loopx_version": "t"}, agent_id="owner")
+    state = ledger.state()
+    path = tmp_path / "cp.json"
+    save_checkpoint(path, state, fold_version())
+    data = json.loads(path.read_text())
+    assert data["fold_version"] == fold_version() == f"kernel:{KernelReducer.version}"
+    loaded, status = load_checkpoint(path, store, fold_version())
+    assert status == "checkpoint used" and loaded is not None
+    assert loaded.parts == state.parts and loaded.cursor == state.cursor
+
+
+def test_append_needs_a_genesis_record_and_genesis_only_once() -> None:
+    ledger = Ledger(MemoryStore())
+    with pytest.raises(WorkspaceError):
+        ledger.append(note(1), agent_id="a", lane_role="owner", kind="rollout_event_v0")
+    genesis = {"format_version": 1, "goal_id": "g", "owner_token_sha256": "0" * 64,
+               "loopx_version": "t"}
+    ledger.append_genesis(genesis, agent_id="owner")
+    with pytest.raises(WorkspaceError):
+        ledger.append_genesis(genesis, agent_id="owner")
+
+
+def test_expect_seq_through_the_ledger(tmp_path: Path) -> None:
+    wdir = build(tmp_path, 3)
+    ledger = reopen(wdir)
+    with pytest.raises(ConflictError):
+        ledger.append(note(9), agent_id="a", lane_role="owner", kind="rollout_event_v0",
+                      expect_seq=1)
+    [record] = ledger.append(note(9), agent_id="a", lane_role="owner", kind="rollout_event_v0",
+                             expect_seq=4)
+    assert record["seq"] == 5

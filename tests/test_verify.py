@@ -1,0 +1,153 @@
+"""Tampering with the log is caught, and verify names the first bad sequence number."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from loopx.cli import cli
+from loopx.ledger import Ledger
+from loopx.store import FileStore
+from loopx.verify import Anchor, verify_store
+from loopx.workspace import init_workspace
+
+Lines = list[bytes]
+
+
+def build(tmp_path: Path) -> FileStore:
+    """A workspace of 31 records over several small segments."""
+    workspace, _ = init_workspace(tmp_path, "tamper")
+    ledger = Ledger(FileStore(workspace.dir, segment_bytes=4000))
+    for n in range(10):
+        ledger.append([{"payload": {"event": "note", "detail": {"n": n, "i": i}}}
+                       for i in range(3)], agent_id="a", lane_role="owner",
+                      kind="rollout_event_v0")
+    return FileStore(workspace.dir)
+
+
+def all_lines(store: FileStore) -> list[tuple[Path, int, bytes]]:
+    out = []
+    for first in store.segments():
+        path = store.segment_path(first)
+        for i, line in enumerate(path.read_bytes().splitlines(keepends=True)):
+            out.append((path, i, line))
+    return out
+
+
+def rewrite(store: FileStore, seq: int, change: Callable[[Lines, int], None]) -> None:
+    """Apply ``change`` to the lines of the segment holding ``seq`` (index of seq within it)."""
+    for path, i, line in all_lines(store):
+        if json.loads(line)["seq"] == seq:
+            lines = path.read_bytes().splitlines(keepends=True)
+            change(lines, i)
+            path.write_bytes(b"".join(lines))
+            return
+    raise AssertionError(f"seq {seq} not found")
+
+
+def edit_byte(lines: Lines, i: int) -> None:
+    lines[i] = lines[i].replace(b'"n":', b'"m":', 1)
+
+
+def remove(lines: Lines, i: int) -> None:
+    del lines[i]
+
+
+def swap(lines: Lines, i: int) -> None:
+    lines[i], lines[i + 1] = lines[i + 1], lines[i]
+
+
+def reserialize(lines: Lines, i: int) -> None:
+    lines[i] = json.dumps(json.loads(lines[i])).encode() + b"\n"
+
+
+def reorder_keys(lines: Lines, i: int) -> None:
+    record = json.loads(lines[i])
+    lines[i] = json.dumps(dict(reversed(record.items())), separators=(",", ":")).encode() + b"\n"
+
+
+@pytest.mark.parametrize(("change", "seq", "words"), [
+    (edit_byte, 11, "edited in place"),
+    (remove, 11, "removed or reordered"),
+    (swap, 11, "removed or reordered"),
+    (reserialize, 11, "canonical"),
+    (reorder_keys, 11, "canonical"),
+    (edit_byte, 2, "edited in place"),
+])
+def test_tampering_names_the_first_bad_seq(tmp_path: Path, change: Callable[[Lines, int], None],
+                                           seq: int, words: str) -> None:
+    store = build(tmp_path)
+    assert verify_store(store).ok
+    rewrite(store, seq, change)
+    report = verify_store(FileStore(store.dir))
+    assert not report.ok
+    assert report.first_bad_seq == seq
+    assert words in (report.problem or "")
+
+    result = CliRunner().invoke(cli, ["-C", str(tmp_path), "verify"])
+    assert result.exit_code == 5
+    assert f"first bad seq {seq}" in result.stderr
+    assert "Traceback" not in result.output + result.stderr
+
+
+def test_edit_with_recomputed_hash_breaks_the_next_link(tmp_path: Path) -> None:
+    from loopx.canonical import dumps, record_hash
+
+    store = build(tmp_path)
+
+    def forge(lines: Lines, i: int) -> None:
+        record = json.loads(lines[i])
+        record["payload"]["detail"]["n"] = 999
+        record["hash"] = record_hash(record)
+        lines[i] = dumps(record) + b"\n"
+
+    rewrite(store, 11, forge)
+    report = verify_store(FileStore(store.dir))
+    assert report.first_bad_seq == 12 and "chain is broken" in (report.problem or "")
+
+
+def test_truncation_is_caught_only_with_an_anchor(tmp_path: Path) -> None:
+    store = build(tmp_path)
+    head = verify_store(store)
+    anchor = Anchor(head.head_seq, head.head_hash)
+    last = store.segment_path(store.segments()[-1])
+    lines = last.read_bytes().splitlines(keepends=True)
+    last.write_bytes(b"".join(lines[:-3]))  # drop the last batch of three whole records
+
+    cut = verify_store(FileStore(store.dir))
+    assert cut.ok and cut.head_seq == head.head_seq - 3
+    anchored = verify_store(FileStore(store.dir), anchor)
+    assert not anchored.ok and anchored.first_bad_seq == head.head_seq - 2
+    assert "truncated" in (anchored.problem or "")
+
+    runner = CliRunner()
+    ok = runner.invoke(cli, ["-C", str(tmp_path), "verify", "--json"])
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["ok"] is True
+    bad = runner.invoke(cli, ["-C", str(tmp_path), "verify", "--json",
+                              "--expect", f"{anchor.seq}:{anchor.hash}"])
+    assert bad.exit_code == 5
+    assert json.loads(bad.stdout)["first_bad_seq"] == head.head_seq - 2
+
+
+def test_anchor_with_a_different_hash_fails(tmp_path: Path) -> None:
+    store = build(tmp_path)
+    report = verify_store(store, Anchor(5, "e" * 64))
+    assert not report.ok and report.first_bad_seq == 5
+
+
+def test_bad_anchor_syntax_is_a_usage_error(tmp_path: Path) -> None:
+    build(tmp_path)
+    result = CliRunner().invoke(cli, ["-C", str(tmp_path), "verify", "--expect", "five:abc"])
+    assert result.exit_code == 2 and "--expect" in result.stderr
+
+
+def test_verify_reports_a_pending_tail_without_failing(tmp_path: Path) -> None:
+    store = build(tmp_path)
+    with open(store.segment_path(store.segments()[-1]), "ab") as f:
+        f.write(b'{"half a rec')
+    report = verify_store(FileStore(store.dir))
+    assert report.ok and report.notes and "torn tail" in report.notes[0]
