@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 from datetime import UTC, datetime
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 from loopx.errors import FieldProblem
@@ -22,11 +23,26 @@ GENESIS_HASH = "0" * 64
 TS_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
+# One encoder instance: json.dumps with options would build a new encoder on every call.
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                            allow_nan=False)
+
+
 def dumps(value: Any) -> bytes:
     """Serialize a JSON value canonically; raises ValueError for values outside canonical JSON."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+    return _ENCODER.encode(value).encode("utf-8")
+
+
+def dumps_value(value: Any) -> bytes:
+    """:func:`dumps` with fast paths for the scalars that fill most of an envelope."""
+    kind = type(value)
+    if kind is str:
+        return encode_basestring(value).encode("utf-8")
+    if value is None:
+        return b"null"
+    if kind is int:
+        return b"%d" % value
+    return _ENCODER.encode(value).encode("utf-8")
 
 
 def record_hash(record: dict[str, Any]) -> str:

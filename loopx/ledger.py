@@ -34,6 +34,7 @@ class Ledger:
         self.checkpoint_status = "not loaded"
         self._state: State | None = None
         self._saved_seq = 0
+        self._goal_id: str | None = None
 
     def state(self) -> State:
         """State folded up to the committed head; saves a checkpoint when far enough ahead."""
@@ -70,18 +71,14 @@ class Ledger:
         """
         from loopx.records.registry import Author, prepare_batch  # pydantic loads only to write
 
-        goal_id = self.state()["kernel"]["goal_id"]
+        goal_id = self._goal_id or self.state()["kernel"]["goal_id"]
         if goal_id is None:
             raise WorkspaceError("this log has no workspace record", hint="run `loopx init`")
         author = Author(goal_id=goal_id, agent_id=agent_id, lane_role=lane_role,
                         capability=capability)
+        self._goal_id = goal_id  # fixed by the genesis record for the life of the workspace
         records = prepare_batch(docs, author, kind=kind)
-
-        def build(head: Cursor) -> list[Record]:
-            self._advance()  # the state every check below sees is the committed head
-            return records
-
-        return self.store.append(build, expect_seq=expect_seq)
+        return self.store.append(records, expect_seq=expect_seq)
 
     def append_genesis(self, payload: dict[str, Any], *, agent_id: str) -> Record:
         """Write the workspace record; only ever the first record of a log."""

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from loopx.canonical import sha256_hex
-from loopx.errors import IntegrityError
+from loopx.canonical import dumps, sha256_hex
+from loopx.errors import IntegrityError, NotFound
 from loopx.store import FileStore
 from loopx.store.file import segment_name
 from loopx.testing.store_conformance import unsealed
 from loopx.verify import VerifyReport
+from loopx.workspace import init_workspace
 from loopx.verify import verify_store as verify_workspace
 
 
@@ -71,6 +72,12 @@ def test_partial_batch_is_invisible_then_quarantined(tmp_path: Path) -> None:
     report = verify_store(reader)
     assert report.ok and "unfinished batch" in report.notes[0]
 
+    hidden = json.loads(batch_lines[0])
+    with pytest.raises(NotFound):
+        reader.find(hidden["record_id"])
+    with pytest.raises(NotFound):
+        reader.seek(hidden["seq"])
+
     FileStore(store.dir).append([unsealed(n=7)])
     records = [r for r, _ in FileStore(store.dir).read()]
     assert [r["seq"] for r in records] == [1, 2, 3]
@@ -80,20 +87,30 @@ def test_partial_batch_is_invisible_then_quarantined(tmp_path: Path) -> None:
 
 
 def test_corruption_mid_log_is_an_error_not_a_repair(tmp_path: Path) -> None:
-    store = make_store(tmp_path)
-    store.append([unsealed(n=i) for i in range(4)])
-    segment = active_segment(store)
+    workspace, _ = init_workspace(tmp_path, "corrupt")
+    ledger = workspace.ledger()
+    ledger.append([{"payload": {"event": "note"}}] * 4, agent_id="a", lane_role="owner",
+                  kind="rollout_event_v0")
+    segment = active_segment(workspace.store())
     lines = segment.read_bytes().splitlines(keepends=True)
-    lines[1] = b"this is not json\n"
+    lines[2] = b"this is not json\n"
     segment.write_bytes(b"".join(lines))
-    fresh = FileStore(store.dir)
     with pytest.raises(IntegrityError) as err:
-        list(fresh.read())
-    assert err.value.seq == 2
+        list(FileStore(workspace.dir).read())
+    assert err.value.seq == 3
     with pytest.raises(IntegrityError):
-        fresh.append([unsealed()])
+        workspace.ledger().append({"payload": {"event": "note"}}, agent_id="a",
+                                  lane_role="owner", kind="rollout_event_v0")
     assert segment.read_bytes() == b"".join(lines)
-    assert list((store.dir / "quarantine").iterdir()) == []
+    assert list((workspace.dir / "quarantine").iterdir()) == []
+
+
+def test_stored_lines_are_canonical_bytes(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    store.append([unsealed(text="ünï ✓", f=0.1, n=-3), unsealed()])
+    lines = active_segment(store).read_bytes().splitlines(keepends=True)
+    for line, (record, _) in zip(lines, store.read(), strict=True):
+        assert line == dumps(record) + b"\n"
 
 
 def test_broken_chain_is_an_error(tmp_path: Path) -> None:
@@ -146,3 +163,20 @@ def test_missing_middle_segment_is_an_error(tmp_path: Path) -> None:
     store.segment_path(segments[1]).unlink()
     report = verify_store(FileStore(store.dir))
     assert not report.ok and report.first_bad_seq == segments[1]
+
+
+def test_head_found_behind_a_large_unfinished_batch(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    [first] = store.append([unsealed()])
+    segment = active_segment(store)
+    committed = segment.stat().st_size
+    store.append([unsealed(pad=30_000) for _ in range(20)])  # ~600 KB in one batch
+    with open(segment, "r+b") as f:
+        f.truncate(segment.stat().st_size - 100)  # the batch's last line is cut short
+    fresh = FileStore(store.dir)
+    head = fresh.head()
+    assert (head.seq, head.hash) == (1, first["hash"])
+    assert head.position[1] == committed
+    [record] = fresh.append([unsealed(n=2)])
+    assert record["seq"] == 2
+    assert verify_store(FileStore(store.dir)).ok

@@ -12,14 +12,14 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopx.canonical import GENESIS_HASH, dumps, record_hash
+from loopx.canonical import GENESIS_HASH, dumps, dumps_value, sha256_hex
 from loopx.errors import FieldProblem, NotFound, RecordRejected
 
 MAX_RECORD_BYTES = 64 * 1024
 MAX_BATCH_BYTES = 1024 * 1024
 
 Record = dict[str, Any]
-BatchBuilder = Callable[["Cursor"], Sequence[Record]]
+BatchBuilder = Callable[["Cursor"], Sequence["Record | Encoded"]]
 Clock = Callable[[], str]
 
 
@@ -50,6 +50,62 @@ class Cursor:
         return cls(seq=int(data["seq"]), hash=str(data["hash"]), ts=ts, position=position)
 
 
+STORE_SLOTS = frozenset({"batch_end", "hash", "prev_hash", "seq", "ts"})
+
+
+@dataclass(slots=True)
+class Encoded:
+    """A record serialized ahead of the lock: its canonical ``"key":value`` items in key order,
+    with empty slots where the store fields go. Sealing under the lock fills the slots, hashes
+    and joins; the result is byte for byte ``canonical.dumps`` of the sealed record."""
+
+    record: Record
+    items: tuple[bytes, ...]
+    slots: dict[str, int]
+
+
+def encode(record: Record | Encoded) -> Encoded:
+    """Serialize a record's values once, ahead of the lock.
+
+    Raises:
+        RecordRejected: a value is not canonical JSON (NaN, a non-JSON type).
+    """
+    if isinstance(record, Encoded):
+        return record
+    shape = tuple(record)
+    layout = _LAYOUTS.get(shape)
+    if layout is None:
+        layout = _LAYOUTS.setdefault(shape, _layout(shape))
+    keys, prefixes, slots = layout
+    items: list[bytes] = []
+    try:
+        for key, prefix in zip(keys, prefixes, strict=True):
+            items.append(b"" if key is None else prefix + dumps_value(record[key]))
+    except (TypeError, ValueError) as exc:
+        raise RecordRejected([FieldProblem("record", f"not canonical JSON: {exc}")]) from None
+    return Encoded(record, tuple(items), slots)
+
+
+# Records of one kind share their key set, so the sorted order and slot positions are computed
+# once per set of keys rather than once per record.
+_LAYOUTS: dict[tuple[str, ...], tuple[list[str | None], list[bytes], dict[str, int]]] = {}
+
+
+def _layout(shape: tuple[str, ...]) -> tuple[list[str | None], list[bytes], dict[str, int]]:
+    keys: list[str | None] = []
+    prefixes: list[bytes] = []
+    slots: dict[str, int] = {}
+    for key in sorted(STORE_SLOTS.union(shape)):
+        if key in STORE_SLOTS:
+            slots[key] = len(keys)
+            keys.append(None)
+            prefixes.append(b"")
+        else:
+            keys.append(key)
+            prefixes.append(dumps(key) + b":")
+    return keys, prefixes, slots
+
+
 @dataclass(frozen=True)
 class Sealed:
     """Records sealed for one commit: the dicts, their stored lines, and the head after them."""
@@ -62,31 +118,43 @@ class Sealed:
     head_ts: str
 
 
-def seal(batches: Sequence[Sequence[Record]], head: Cursor, now: str) -> Sealed:
+def seal(batches: Sequence[Sequence[Record | Encoded]], head: Cursor, now: str) -> Sealed:
     """Assign store fields to one or more batches committed together; check the size limits.
 
     Raises:
         RecordRejected: a record over 64 KiB or a batch over 1 MiB; nothing is written.
     """
     ts = now if head.ts is None or now > head.ts else head.ts
+    ts_item = b'"ts":' + dumps(ts)
     seq, prev = head.seq, head.hash
     out: list[Record] = []
     chunks: list[bytes] = []
     line = b""
     for batch in batches:
         end = seq + len(batch)
+        end_item = b'"batch_end":%d' % end
         size = 0
-        for i, unsealed in enumerate(batch):
+        for i, item in enumerate(batch):
+            encoded = encode(item)
             seq += 1
-            record = dict(unsealed)
-            record.update(seq=seq, ts=ts, batch_end=end, prev_hash=prev)
-            record["hash"] = prev = record_hash(record)
-            line = dumps(record) + b"\n"
+            items = list(encoded.items)
+            slots = encoded.slots
+            items[slots["seq"]] = b'"seq":%d' % seq
+            items[slots["ts"]] = ts_item
+            items[slots["batch_end"]] = end_item
+            items[slots["prev_hash"]] = b'"prev_hash":"' + prev.encode() + b'"'
+            at = slots["hash"]
+            digest = sha256_hex(b"{" + b",".join(items[:at] + items[at + 1:]) + b"}")
+            items[at] = b'"hash":"' + digest.encode() + b'"'
+            line = b"{" + b",".join(items) + b"}\n"
             if len(line) - 1 > MAX_RECORD_BYTES:
                 raise RecordRejected([FieldProblem(
                     f"[{i}]", f"record is {len(line) - 1} bytes; the limit is {MAX_RECORD_BYTES}"
                     " (reference large artifacts by path and sha256)")])
             size += len(line)
+            record = dict(encoded.record)
+            record.update(seq=seq, ts=ts, batch_end=end, prev_hash=prev, hash=digest)
+            prev = digest
             out.append(record)
             chunks.append(line)
         if size > MAX_BATCH_BYTES:
@@ -108,7 +176,7 @@ class Store(ABC):
         """
 
     @abstractmethod
-    def append(self, batch: Sequence[Record] | BatchBuilder, *,
+    def append(self, batch: Sequence[Record | Encoded] | BatchBuilder, *,
                expect_seq: int | None = None) -> list[Record]:
         """Commit one batch atomically and durably; return the sealed records.
 

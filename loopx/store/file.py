@@ -20,10 +20,22 @@ from filelock import FileLock, Timeout
 
 from loopx.canonical import now_ts, sha256_hex
 from loopx.errors import ConflictError, IntegrityError, LockTimeout, NotFound
-from loopx.store.base import BatchBuilder, Clock, Cursor, Record, Store, seal
+from loopx.store.base import (
+    MAX_BATCH_BYTES,
+    MAX_RECORD_BYTES,
+    BatchBuilder,
+    Clock,
+    Cursor,
+    Encoded,
+    Record,
+    Store,
+    encode,
+    seal,
+)
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 READ_CHUNK = 1024 * 1024
+TAIL_WINDOW = 2 * MAX_BATCH_BYTES + 2 * MAX_RECORD_BYTES
 STORE_AGENT = "loopx-store"
 
 
@@ -49,6 +61,7 @@ class FileStore(Store):
                  poll_interval: float = 0.001, clock: Clock = now_ts, durable: bool = True) -> None:
         self.dir = Path(path)
         self.log_dir = self.dir / "log"
+        self._log_str = str(self.log_dir)  # the per-append stat calls skip pathlib
         self.quarantine_dir = self.dir / "quarantine"
         self.segment_bytes = segment_bytes
         self.durable = durable
@@ -72,6 +85,7 @@ class FileStore(Store):
             os.close(os.open(first, os.O_CREAT | os.O_WRONLY, 0o644))
         fsync_dir(self.log_dir)
         fsync_dir(self.dir)
+        fsync_dir(self.dir.parent)
 
     def segments(self) -> list[int]:
         """First sequence numbers of the segments on disk, in order."""
@@ -143,12 +157,70 @@ class FileStore(Store):
 
     def head(self) -> Cursor:
         with self._mutex:
-            return self._catch_up()
+            for attempt in range(3):
+                try:
+                    return self._find_head()[0]
+                except IntegrityError:
+                    if attempt == 2:  # see read(): a repair may have raced this look
+                        raise
+                    time.sleep(0.01)
+            raise AssertionError("unreachable")
 
-    def _catch_up(self) -> Cursor:
-        for _, cursor in self.read(self._cursor):
-            self._cursor = cursor
-        return self._cursor
+    def _find_head(self) -> tuple[Cursor, int | None, int]:
+        """The committed head, the segment appends go to, and where its committed bytes end.
+
+        Reads only the end of the log: the bytes after the committed head are at most one
+        unfinished write, so a window of two batch limits always reaches the head's line.
+        """
+        known = self._cursor
+        if known.position:
+            # Nothing new if our segment has not grown and no segment follows it.
+            seg, end = known.position[0], known.position[1]
+            log = self._log_str
+            try:
+                unchanged = os.stat(f"{log}/{segment_name(seg)}").st_size == end
+            except FileNotFoundError:
+                unchanged = False
+            if unchanged and not os.path.exists(f"{log}/{segment_name(known.seq + 1)}"):
+                return known, seg, end
+        segs = self.segments()
+        if not segs:
+            return Cursor(), None, 0
+        last = segs[-1]
+        for index in range(len(segs) - 1, -1, -1):
+            head = self._last_committed(segs[index])
+            if head is None:
+                continue
+            if index == len(segs) - 1:
+                self._cursor = head
+                return head, last, head.position[1]
+            # Later segments hold no committed record: a writer died just after rolling over.
+            if index != len(segs) - 2 or last != head.seq + 1:
+                raise IntegrityError(f"segment {segment_name(last)} does not follow seq "
+                                     f"{head.seq}", seq=head.seq + 1, hint="run `loopx verify`")
+            self._cursor = head
+            return head, last, 0
+        if len(segs) > 1:
+            raise IntegrityError("no committed record in any segment but there are several",
+                                 seq=1, hint="run `loopx verify`")
+        return Cursor(), last, 0
+
+    def _last_committed(self, seg: int) -> Cursor | None:
+        """The last record of ``seg`` that ends a batch, reading backwards from its end."""
+        with open(self.segment_path(seg), "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            window = min(size, 16 * 1024)
+            while True:
+                base = size - window
+                f.seek(base)
+                found = _last_batch_end(f.read(window), base, seg)
+                if found is not None or base == 0:
+                    return found
+                if window >= TAIL_WINDOW:
+                    raise IntegrityError(
+                        f"segment {segment_name(seg)}: no committed record in its last "
+                        f"{TAIL_WINDOW} bytes", hint="run `loopx verify`")
+                window = min(size, window * 4)
 
     def seek(self, seq: int) -> Cursor:
         if seq == 0:
@@ -156,23 +228,20 @@ class FileStore(Store):
         candidates = [first for first in self.segments() if first <= seq]
         if seq < 1 or not candidates:
             raise NotFound(f"the log has no record with seq {seq}")
-        seg, committed = candidates[-1], self.head().seq
-        with open(self.segment_path(seg), "rb") as f:
-            offset = 0
-            for line in f:
-                start, offset = offset, offset + len(line)
-                if not line.endswith(b"\n"):
-                    break
-                record = json.loads(line)
-                if record["seq"] == seq and record["batch_end"] <= committed:
-                    return Cursor(seq, record["hash"], record["ts"], (seg, offset, start))
+        seg = candidates[-1]
+        data = self.segment_path(seg).read_bytes()
+        offset = 0
+        while (end := data.find(b"\n", offset)) >= 0:
+            record = json.loads(data[offset:end])
+            if record["seq"] == seq and _batch_is_whole(data, end + 1, record):
+                return Cursor(seq, record["hash"], record["ts"], (seg, end + 1, offset))
+            offset = end + 1
         raise NotFound(f"the log has no committed record with seq {seq}")
 
     def find(self, record_id: str) -> Record:
         # A byte search per segment instead of parsing every line: quotes inside JSON strings
         # are escaped, so the needle only matches a real key (checked after parsing anyway).
         needle = b'"record_id":' + json.dumps(record_id).encode()
-        committed = self.head().seq
         for first in self.segments():
             data = self.segment_path(first).read_bytes()
             at = data.find(needle)
@@ -182,7 +251,7 @@ class FileStore(Store):
                 if end < 0:
                     break
                 record = json.loads(data[start:end])
-                if record.get("record_id") == record_id and record["seq"] <= committed:
+                if record.get("record_id") == record_id and _batch_is_whole(data, end + 1, record):
                     return record
                 at = data.find(needle, end)
         raise NotFound(f"no record with id {record_id!r}")
@@ -210,8 +279,10 @@ class FileStore(Store):
 
     # -- writing --------------------------------------------------------------------------
 
-    def append(self, batch: Sequence[Record] | BatchBuilder, *,
+    def append(self, batch: Sequence[Record | Encoded] | BatchBuilder, *,
                expect_seq: int | None = None) -> list[Record]:
+        if not callable(batch):
+            batch = [encode(record) for record in batch]  # serialize before taking the lock
         with self._mutex:
             try:
                 self._lock.acquire()
@@ -227,19 +298,22 @@ class FileStore(Store):
                 os.fdatasync(fd)
             return sealed[: len(records)]
 
-    def _append_locked(self, batch: Sequence[Record] | BatchBuilder,
-                       expect_seq: int | None) -> tuple[int, Sequence[Record], list[Record]]:
-        head = self._catch_up()
+    def _append_locked(self, batch: Sequence[Record | Encoded] | BatchBuilder,
+                       expect_seq: int | None
+                       ) -> tuple[int, Sequence[Record | Encoded], list[Record]]:
+        head, seg, committed_end = self._find_head()
         if expect_seq is not None and head.seq != expect_seq:
             raise ConflictError(f"log is at seq {head.seq}, not the expected {expect_seq}",
                                 hint="re-read the log and retry")
         records = batch(head) if callable(batch) else batch
         if not records:
             return -1, records, []
-        seg, committed_end = self._active_segment(head)
+        if seg is None:
+            self.create()
+            seg = 1
         fd = self._open_segment(seg)
         size = os.fstat(fd).st_size
-        batches: list[Sequence[Record]] = [records]
+        batches: list[Sequence[Record | Encoded]] = [records]
         if size > committed_end:
             batches.append([self._quarantine(seg, fd, committed_end, size, records[0])])
             size = committed_end
@@ -254,19 +328,6 @@ class FileStore(Store):
                               (seg, end, end - sealed.last_line_length))
         return fd, records, sealed.records
 
-    def _active_segment(self, head: Cursor) -> tuple[int, int]:
-        """The segment to append to and where its committed bytes end."""
-        if not head.position:
-            segs = self.segments()
-            if not segs:
-                self.create()
-                segs = self.segments()
-            return segs[0], 0
-        # A writer that died right after starting a new segment leaves it empty or torn.
-        if os.path.exists(self.segment_path(head.seq + 1)):
-            return head.seq + 1, 0
-        return head.position[0], head.position[1]
-
     def _open_segment(self, seg: int, *, create: bool = False) -> int:
         if self._fd_segment == seg and self._fd is not None:
             return self._fd
@@ -280,7 +341,7 @@ class FileStore(Store):
         return fd
 
     def _quarantine(self, seg: int, fd: int, start: int, end: int,
-                    first: Record) -> dict[str, Any]:
+                    first: Record | Encoded) -> dict[str, Any]:
         """Move a torn tail aside, truncate it away, and describe it as a repair record."""
         with open(self.segment_path(seg), "rb") as f:
             f.seek(start)
@@ -299,7 +360,7 @@ class FileStore(Store):
         return {
             "schema_version": "store_repair_v0",
             "record_id": f"rec_repair_{seg}_{start}_{sha256_hex(data)[:16]}",
-            "goal_id": first["goal_id"],
+            "goal_id": (first.record if isinstance(first, Encoded) else first)["goal_id"],
             "agent_id": STORE_AGENT,
             "lane_role": "store",
             "capability": None,
@@ -323,6 +384,42 @@ class FileStore(Store):
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd, self._fd_segment = None, None
+
+
+def _last_batch_end(data: bytes, base: int, seg: int) -> Cursor | None:
+    """Cursor after the last complete line in ``data`` that ends its batch (None if none).
+
+    ``data`` is the file from offset ``base``; a first line cut by the window is not read.
+    """
+    end = data.rfind(b"\n")
+    while end >= 0:
+        start = data.rfind(b"\n", 0, end) + 1
+        if start == 0 and base > 0:
+            return None
+        try:
+            record = json.loads(data[start:end])
+            seq, batch_end = record["seq"], record["batch_end"]
+        except (ValueError, KeyError, TypeError):
+            raise IntegrityError(f"segment {segment_name(seg)} byte {base + start}: not a "
+                                 "sealed record", hint="run `loopx verify`") from None
+        if seq == batch_end:
+            return Cursor(seq, record["hash"], record["ts"], (seg, base + end + 1, base + start))
+        end = start - 1
+    return None
+
+
+def _batch_is_whole(data: bytes, offset: int, record: Record) -> bool:
+    """Whether the batch of ``record`` ends in ``data`` at or after ``offset`` (committed)."""
+    if record["seq"] == record["batch_end"]:
+        return True
+    while (end := data.find(b"\n", offset)) >= 0:
+        try:
+            if json.loads(data[offset:end])["seq"] == record["batch_end"]:
+                return True
+        except (ValueError, KeyError, TypeError):
+            return False
+        offset = end + 1
+    return False
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 
 from loopx.canonical import now_ts
 from loopx.errors import ConflictError, NotFound
-from loopx.store.base import BatchBuilder, Clock, Cursor, Record, Store, seal
+from loopx.store.base import BatchBuilder, Clock, Cursor, Encoded, Record, Store, seal
 
 
 class MemoryStore(Store):
@@ -31,7 +31,7 @@ class MemoryStore(Store):
         record = json.loads(self._lines[-1])
         return Cursor(record["seq"], record["hash"], record["ts"], (len(self._lines),))
 
-    def append(self, batch: Sequence[Record] | BatchBuilder, *,
+    def append(self, batch: Sequence[Record | Encoded] | BatchBuilder, *,
                expect_seq: int | None = None) -> list[Record]:
         with self._lock:
             head = self.head()

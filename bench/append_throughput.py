@@ -1,0 +1,381 @@
+"""Durable append throughput of ``FileStore`` against a bare flock + write + fsync baseline.
+
+What it measures
+    For every (writer processes, batch size) cell, P real OS processes (multiprocessing,
+    'spawn') each commit a fixed number of batches to one log. Two implementations run in
+    the same temp directory, back to back, in alternating order each repetition:
+
+    loopx     ``loopx.store.file.FileStore(dir)`` with its defaults (durable=True: it
+              fdatasyncs after every append). Each run gets a fresh store directory made with
+              ``FileStore(dir).create()`` plus one first record, written before the clock starts.
+    baseline  per append: ``fcntl.flock(LOCK_EX)`` on a lock file, one ``os.write`` of the
+              same bytes per batch as loopx writes (batch x the real sealed loopx line length),
+              ``os.fsync``, ``flock(LOCK_UN)``.
+
+    Workers import everything and pre-build their records (fresh record ids) before a
+    multiprocessing Barrier, so import and record construction are excluded. The clock runs
+    from the first worker leaving the barrier to the last worker finishing
+    (CLOCK_MONOTONIC is system-wide, so the workers' timestamps are comparable).
+
+    Separately, before each cell of each repetition, the parent times ``os.fsync`` of a small
+    append (one line) in the same directory; the table shows its median and p90.
+
+Verdict
+    ``ratio`` = loopx records/s / baseline records/s, the median of the per-repetition paired
+    ratios (goal >= 0.5). Records/s columns are medians over repetitions.
+
+Run
+    python bench/append_throughput.py                # defaults, ~30 s
+    python bench/append_throughput.py --reps 3 --appends-1 50 --appends-64 10   # quick check
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import multiprocessing as mp
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from pathlib import Path
+
+GOAL = "bench"
+
+
+def template_record(detail_bytes: int) -> dict:
+    """One unsealed rollout_event_v0 record, as loopx.records.registry.prepare makes it."""
+    from loopx.records.registry import Author, prepare
+
+    return prepare({"payload": {"event": "note", "detail": {"i": 1, "text": "x" * detail_bytes}}},
+                   Author(goal_id=GOAL, agent_id="w1", lane_role="owner"),
+                   kind="rollout_event_v0")
+
+
+def sealed_line_length(template: dict, at_seq: int) -> int:
+    """Bytes of the stored line (newline included) of ``template`` sealed as record ``at_seq``."""
+    from loopx.canonical import now_ts
+    from loopx.store.base import Cursor, seal
+
+    head = Cursor(seq=at_seq - 1, hash="0" * 64, ts=None)
+    return len(seal([[template]], head, now_ts()).data)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
+    ordered = sorted(values)
+    k = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
+    return ordered[k]
+
+
+# -- worker process ---------------------------------------------------------------------------
+
+def worker(conn, barrier, detail_bytes: int) -> None:
+    """Wait for ('run', impl, path, batch, appends, line_len) jobs; run each after the barrier."""
+    import loopx.store.file  # noqa: F401  (imported before any timing)
+
+    template = template_record(detail_bytes)
+    conn.send("up")
+    while True:
+        job = conn.recv()
+        if job[0] == "stop":
+            return
+        try:
+            conn.send(run_job(job, barrier, template))
+        except Exception:  # tell the parent, and release it from the barrier
+            barrier.abort()
+            conn.send(("error", traceback.format_exc()))
+
+
+def run_job(job: tuple, barrier, template: dict) -> tuple[float, float, float]:
+    """One timed run in a worker; returns (monotonic start, monotonic end, median latency)."""
+    from loopx.ledger import Ledger
+    from loopx.records.registry import new_record_id
+    from loopx.store.base import encode
+    from loopx.store.file import FileStore
+
+    _, impl, path, batch, appends, line_len = job
+    lat: list[float] = []
+    if impl == "loopx":
+        store = FileStore(path)
+        # Prepared as a writer prepares them (validated and canonically encoded) before the
+        # append, as the baseline's lines are built before its timed loop.
+        batches = [[encode(dict(template, record_id=new_record_id())) for _ in range(batch)]
+                   for _ in range(appends)]
+        barrier.wait()
+        t0 = time.monotonic()
+        for records in batches:
+            a = time.perf_counter()
+            store.append(records)
+            lat.append(time.perf_counter() - a)
+        t1 = time.monotonic()
+        store.close()
+    elif impl == "checked":
+        # The whole checked path from a draft: schema validation, encoding, commit, fsync.
+        ledger = Ledger(FileStore(path))
+        drafts = [{"payload": template["payload"]} for _ in range(batch)]
+        ledger.append(drafts[:1], agent_id="w1", lane_role="owner", kind="rollout_event_v0")
+        barrier.wait()
+        t0 = time.monotonic()
+        for _ in range(appends):
+            a = time.perf_counter()
+            ledger.append(drafts, agent_id="w1", lane_role="owner", kind="rollout_event_v0")
+            lat.append(time.perf_counter() - a)
+        t1 = time.monotonic()
+        ledger.store.close()
+    else:
+        lock_fd = os.open(os.path.join(path, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(os.path.join(path, "data.jsonl"),
+                     os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        data = (b"x" * (line_len - 1) + b"\n") * batch
+        barrier.wait()
+        t0 = time.monotonic()
+        for _ in range(appends):
+            a = time.perf_counter()
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+            fcntl.flock(lock_fd, fcntl.LOCK_UN)
+            lat.append(time.perf_counter() - a)
+        t1 = time.monotonic()
+        os.close(fd)
+        os.close(lock_fd)
+    return t0, t1, statistics.median(lat)
+
+
+class Pool:
+    """P spawned worker processes sharing one reusable barrier (P workers + the parent)."""
+
+    def __init__(self, procs: int, detail_bytes: int) -> None:
+        ctx = mp.get_context("spawn")
+        self.barrier = ctx.Barrier(procs + 1)
+        self.conns = []
+        self.procs = []
+        for _ in range(procs):
+            parent, child = ctx.Pipe()
+            p = ctx.Process(target=worker, args=(child, self.barrier, detail_bytes), daemon=True)
+            p.start()
+            self.conns.append(parent)
+            self.procs.append(p)
+        for c in self.conns:
+            if c.recv() != "up":
+                raise RuntimeError("worker failed to start")
+
+    def run(self, impl: str, path: Path, batch: int, appends: int,
+            line_len: int) -> tuple[float, float]:
+        """Run one job on every worker; return (wall seconds, median per-append seconds)."""
+        for c in self.conns:
+            c.send(("run", impl, str(path), batch, appends, line_len))
+        try:
+            self.barrier.wait(timeout=600)
+        except threading.BrokenBarrierError:
+            pass  # a worker failed while preparing; its message says why
+        results = [c.recv() for c in self.conns]
+        for r in results:
+            if r[0] == "error":
+                raise RuntimeError(f"{impl} worker failed:\n{r[1]}")
+        start = min(r[0] for r in results)
+        end = max(r[1] for r in results)
+        return end - start, statistics.median(r[2] for r in results)
+
+    def close(self) -> None:
+        for c in self.conns:
+            c.send(("stop",))
+        for p in self.procs:
+            p.join(timeout=10)
+
+
+# -- parent -----------------------------------------------------------------------------------
+
+def fsync_samples(path: Path, line_len: int, n: int) -> list[float]:
+    """Latency of os.fsync after appending one line, n times, to a fresh file in ``path``."""
+    name = path / "fsync_probe"
+    fd = os.open(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    line = b"x" * (line_len - 1) + b"\n"
+    out = []
+    try:
+        for _ in range(n):
+            os.write(fd, line)
+            a = time.perf_counter()
+            os.fsync(fd)
+            out.append(time.perf_counter() - a)
+    finally:
+        os.close(fd)
+        os.unlink(name)
+    return out
+
+
+def run_loopx(pool: Pool, run_dir: Path, template: dict, procs: int, batch: int,
+              appends: int) -> tuple[float, float, float]:
+    """One loopx run; returns (records/s, median append latency, measured bytes per record)."""
+    from loopx.records.registry import new_record_id
+    from loopx.store.file import FileStore
+
+    path = run_dir / "loopx"
+    setup = FileStore(path)
+    setup.create()
+    setup.append([dict(template, record_id=new_record_id())])  # the first record
+    setup.close()
+    wall, lat = pool.run("loopx", path, batch, appends, 0)
+    expected = 1 + procs * batch * appends
+    with FileStore(path) as check:  # reading also re-verifies the hash chain
+        head = check.head()
+        if head.seq != expected:
+            raise RuntimeError(f"loopx log has {head.seq} records, expected {expected}")
+        size = sum(check.segment_path(s).stat().st_size for s in check.segments())
+    return procs * batch * appends / wall, lat, size / expected
+
+
+def run_checked(pool: Pool, run_dir: Path, procs: int, batch: int,
+                appends: int) -> tuple[float, float]:
+    """One run of the full checked path (Ledger.append of drafts); returns (records/s, p50)."""
+    from loopx.workspace import init_workspace
+
+    workspace, _ = init_workspace(run_dir / "checked", GOAL)
+    wall, lat = pool.run("checked", workspace.dir, batch, appends, 0)
+    expected = 1 + procs + procs * batch * appends  # genesis, one warm-up per worker, the run
+    with workspace.store() as check:
+        if check.head().seq != expected:
+            raise RuntimeError(f"checked log has {check.head().seq} records, expected {expected}")
+    return procs * batch * appends / wall, lat
+
+
+def run_baseline(pool: Pool, run_dir: Path, procs: int, batch: int, appends: int,
+                 line_len: int) -> tuple[float, float]:
+    """One baseline run; returns (records/s, median append latency)."""
+    path = run_dir / "baseline"
+    path.mkdir()
+    wall, lat = pool.run("baseline", path, batch, appends, line_len)
+    size = (path / "data.jsonl").stat().st_size
+    if size != procs * batch * appends * line_len:
+        raise RuntimeError(f"baseline wrote {size} bytes, expected "
+                           f"{procs * batch * appends * line_len}")
+    return procs * batch * appends / wall, lat
+
+
+def ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--procs", type=ints, default=[1, 8],
+                    help="comma-separated writer process counts (default 1,8)")
+    ap.add_argument("--batches", type=ints, default=[1, 64],
+                    help="comma-separated batch sizes (default 1,64)")
+    ap.add_argument("--appends-1", type=int, default=300,
+                    help="appends per process when batch is 1 (default 300)")
+    ap.add_argument("--appends-64", type=int, default=40,
+                    help="appends per process for any batch > 1 (default 40)")
+    ap.add_argument("--reps", type=int, default=5, help="repetitions per cell (default 5)")
+    ap.add_argument("--detail-bytes", type=int, default=64,
+                    help="length of the text in each record's payload detail (default 64)")
+    ap.add_argument("--fsync-samples", type=int, default=40,
+                    help="fsync probes per cell per repetition (default 40)")
+    ap.add_argument("--no-checked", dest="checked", action="store_false",
+                    help="skip the full checked-path (Ledger.append of drafts) runs")
+    ap.add_argument("--dir", default=None, help="parent for the temp directory (default: TMPDIR)")
+    ap.add_argument("--keep", action="store_true", help="keep the temp directory")
+    args = ap.parse_args()
+
+    template = template_record(args.detail_bytes)
+    root = Path(tempfile.mkdtemp(prefix="loopx-bench-append-", dir=args.dir))
+    cells = [(p, b) for p in args.procs for b in args.batches]
+    appends = {b: (args.appends_1 if b == 1 else args.appends_64) for b in args.batches}
+    # The baseline writes lines as long as the sealed loopx line at the middle of the run.
+    line_len = {(p, b): sealed_line_length(template, 1 + p * b * appends[b] // 2)
+                for p, b in cells}
+    res: dict[tuple[int, int], dict[str, list[float]]] = {
+        c: {"lx": [], "bl": [], "ratio": [], "lx_lat": [], "bl_lat": [], "bytes": [],
+            "fsync": [], "ck": [], "ck_ratio": []} for c in cells}
+    started = time.monotonic()
+    run_no = 0
+    try:
+        for procs in args.procs:
+            pool = Pool(procs, args.detail_bytes)
+            try:
+                for rep in range(args.reps):
+                    for batch in args.batches:
+                        cell, n = (procs, batch), appends[batch]
+                        r = res[cell]
+                        r["fsync"] += fsync_samples(root, line_len[cell], args.fsync_samples)
+                        run_no += 1
+                        run_dir = root / f"run{run_no:03d}"
+                        run_dir.mkdir()
+                        order = ("loopx", "baseline") if rep % 2 == 0 else ("baseline", "loopx")
+                        for impl in order:
+                            if impl == "loopx":
+                                rate, lat, per = run_loopx(pool, run_dir, template, procs,
+                                                           batch, n)
+                                r["lx"].append(rate)
+                                r["lx_lat"].append(lat)
+                                r["bytes"].append(per)
+                            else:
+                                rate, lat = run_baseline(pool, run_dir, procs, batch, n,
+                                                         line_len[cell])
+                                r["bl"].append(rate)
+                                r["bl_lat"].append(lat)
+                        r["ratio"].append(r["lx"][-1] / r["bl"][-1])
+                        if args.checked:
+                            rate, _ = run_checked(pool, run_dir, procs, batch, n)
+                            r["ck"].append(rate)
+                            r["ck_ratio"].append(rate / r["bl"][-1])
+                        shutil.rmtree(run_dir)
+            finally:
+                pool.close()
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    elapsed = time.monotonic() - started
+
+    med = statistics.median
+    print("append_throughput: durable FileStore appends vs flock+write+fsync+unlock baseline")
+    print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, temp dir under "
+          f"{root.parent}, {args.reps} reps per cell, import and record building excluded")
+    lines = ", ".join(f"{c[0]}x{c[1]}: {line_len[c]} B sealed / {med(res[c]['bytes']):.1f} B in log"
+                      for c in cells)
+    print(f"line length per (procs x batch): {lines}")
+    print()
+    hdr = (f"{'procs':>5} {'batch':>5} {'appends':>7} | {'loopx rec/s':>11} {'base rec/s':>10} "
+           f"{'ratio':>5} {'[min-max]':>11} {'goal':>4} | {'loopx p50':>9} {'base p50':>8} | "
+           f"{'fsync p50':>9} {'p90':>6}")
+    print(hdr)
+    print(f"{'':>5} {'':>5} {'/proc':>7} | {'':>11} {'':>10} {'lx/bl':>5} {'':>11} {'>=.5':>4} | "
+          f"{'ms/app':>9} {'ms/app':>8} | {'ms':>9} {'ms':>6}")
+    print("-" * len(hdr))
+    for cell in cells:
+        r = res[cell]
+        ratio = med(r["ratio"])
+        spread = f"[{min(r['ratio']):.2f}-{max(r['ratio']):.2f}]"
+        print(f"{cell[0]:>5} {cell[1]:>5} {appends[cell[1]]:>7} | {med(r['lx']):>11.0f} "
+              f"{med(r['bl']):>10.0f} {ratio:>5.2f} {spread:>11} "
+              f"{'ok' if ratio >= 0.5 else 'LOW':>4} | {med(r['lx_lat']) * 1e3:>9.2f} "
+              f"{med(r['bl_lat']) * 1e3:>8.2f} | {med(r['fsync']) * 1e3:>9.3f} "
+              f"{percentile(r['fsync'], 90) * 1e3:>6.3f}")
+    if args.checked:
+        print()
+        print("full checked path: Ledger.append of drafts (pydantic validation + encoding + "
+              "commit + fsync), no goal")
+        print(f"{'procs':>5} {'batch':>5} | {'checked rec/s':>13} {'/ baseline':>10}")
+        for cell in cells:
+            r = res[cell]
+            print(f"{cell[0]:>5} {cell[1]:>5} | {med(r['ck']):>13.0f} {med(r['ck_ratio']):>10.2f}")
+    print()
+    print("loopx = FileStore.append of records the writer prepared (validated, encoded) before the"
+          " timed loop, as the baseline's lines are")
+    print("ratio = median over reps of (loopx rec/s / baseline rec/s) from back-to-back runs; "
+          "rec/s and latencies are medians over reps")
+    print("loopx fdatasyncs after releasing its lock; the baseline fsyncs while holding it")
+    print(f"total run time {elapsed:.1f} s")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
