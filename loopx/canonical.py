@@ -74,19 +74,24 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def loads_strict(data: str | bytes) -> Any:
-    """Parse JSON, refusing NaN/Infinity and duplicate keys (both silently accepted by ``json``)."""
+    """Parse UTF-8 JSON, refusing NaN/Infinity and duplicate keys (``json`` accepts both)."""
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise JSONInputError(f"not UTF-8: {exc.reason} at byte {exc.start}") from None
     try:
         return json.loads(
             data, parse_constant=_no_constants, object_pairs_hook=_no_duplicate_keys
         )
     except JSONInputError:
         raise
-    except UnicodeDecodeError as exc:
-        raise JSONInputError(f"not UTF-8: {exc.reason} at byte {exc.start}") from None
     except json.JSONDecodeError as exc:
         raise JSONInputError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
         raise JSONInputError("nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer literal longer than Python will convert
+        raise JSONInputError(str(exc).split(";")[0]) from None
 
 
 def json_problems(value: Any, path: str, *, depth: int = 0) -> list[FieldProblem]:

@@ -86,16 +86,22 @@ def _workspace(ctx: click.Context) -> Any:
 def init(ctx: click.Context, goal_id: str | None, owner_token_file: Path | None,
          as_json: bool) -> None:
     """Create a workspace here (or at --workspace) and its owner token, shown once."""
-    from loopx.workspace import init_workspace
+    from loopx.workspace import WORKSPACE_DIR, init_workspace
 
     root = Path(ctx.obj["workspace"] or ".").resolve()
+    if root.name == WORKSPACE_DIR:
+        root = root.parent
     goal = goal_id or _slug(root.name)
-    if owner_token_file is not None and owner_token_file.exists():
-        raise UsageProblem(f"{owner_token_file} already exists; the owner token needs a new file")
-    workspace, token = init_workspace(root, goal)
-    if owner_token_file is not None:
-        fd = os.open(owner_token_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-        with os.fdopen(fd, "w") as f:
+    token_fd = _new_private_file(owner_token_file) if owner_token_file else None
+    try:
+        workspace, token = init_workspace(root, goal)
+    except BaseException:
+        if owner_token_file is not None and token_fd is not None:
+            os.close(token_fd)
+            owner_token_file.unlink()
+        raise
+    if token_fd is not None:
+        with os.fdopen(token_fd, "w") as f:
             f.write(token + "\n")
     shown = None if owner_token_file else token
     emit(as_json, {"workspace": str(workspace.root), "goal_id": goal, "owner_token": shown,
@@ -103,6 +109,16 @@ def init(ctx: click.Context, goal_id: str | None, owner_token_file: Path | None,
          f"initialised loopx workspace {workspace.dir} (goal {goal})\n"
          + (f"owner token written to {owner_token_file}" if owner_token_file else
             f"owner token (shown once, keep it secret): {token}"))
+
+
+def _new_private_file(path: Path) -> int:
+    """Create ``path`` (mode 600) before anything else, so a bad path fails early and cleanly."""
+    try:
+        return os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        raise UsageProblem(f"{path} already exists; the owner token needs a new file") from None
+    except OSError as exc:
+        raise UsageProblem(f"cannot create {path}: {exc.strerror}") from None
 
 
 def _slug(name: str) -> str:
@@ -114,8 +130,10 @@ def _slug(name: str) -> str:
 @click.option("--kind", "-k", metavar="KIND", help="Record kind (or set schema_version in each draft).")
 @click.option("--file", "-f", "source", required=True, metavar="F|-",
               help="JSON draft, or an array of drafts committed as one batch; - for stdin.")
-@click.option("--agent-id", envvar="LOOPX_AGENT_ID", default="owner", show_default=True)
-@click.option("--role", "lane_role", envvar="LOOPX_ROLE", default="owner", show_default=True)
+@click.option("--agent-id", envvar="LOOPX_AGENT_ID", default="owner", show_default=True,
+              help="Writer's agent id where a draft has none (env LOOPX_AGENT_ID).")
+@click.option("--role", "lane_role", envvar="LOOPX_ROLE", default="owner", show_default=True,
+              help="Writer's lane role where a draft has none (env LOOPX_ROLE).")
 @click.option("--expect-seq", type=click.IntRange(min=0), metavar="SEQ",
               help="Commit only if the log's head is still at SEQ.")
 @json_option
@@ -246,18 +264,27 @@ def schemas_export(out: Path, check: bool, as_json: bool) -> None:
 @click.pass_context
 def migrate(ctx: click.Context, as_json: bool) -> None:
     """Bring a workspace to the current format (format 1 is the only one so far)."""
-    from loopx.workspace import FORMAT_VERSION, find_workspace
+    from loopx.workspace import migrate_workspace
 
-    workspace = find_workspace(ctx.obj["workspace"])
+    workspace, migrated = migrate_workspace(ctx.obj["workspace"])
     emit(as_json, {"workspace": str(workspace.root), "format_version": workspace.format_version,
-                   "migrated": False},
-         f"{workspace.dir} is at format {FORMAT_VERSION}; nothing to migrate")
+                   "migrated": migrated},
+         f"{workspace.dir} is at format {workspace.format_version}; "
+         + ("migrated" if migrated else "nothing to migrate"))
 
 
 def main() -> None:
-    """Console entry point."""
+    """Console entry point: click's own usage errors also honour ``--json``."""
     try:
-        cli(prog_name="loopx")
-    except KeyboardInterrupt:
+        code = cli.main(prog_name="loopx", standalone_mode=False)
+    except (KeyboardInterrupt, click.exceptions.Abort):
         click.echo("loopx: interrupted", err=True)
         sys.exit(130)
+    except click.ClickException as exc:
+        if "--json" in sys.argv[1:]:
+            click.echo(json.dumps({"error": "usage", "message": exc.format_message()},
+                                  sort_keys=True))
+        else:
+            exc.show()
+        sys.exit(exc.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)

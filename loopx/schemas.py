@@ -22,7 +22,7 @@ def record_schema(kind: str) -> dict[str, Any]:
         f"{spec.model.__name__}Record",
         __base__=Envelope,
         __doc__=f"A stored {kind} record: {spec.summary}.",
-        schema_version=(Literal[kind], ...),  # type: ignore[valid-type]
+        schema_version=(Literal[kind], ...),  # type: ignore[valid-type,arg-type]
         payload=(spec.model, ...),
     )
     return _finish(model.model_json_schema(), kind)

@@ -46,22 +46,29 @@ class Workspace:
         return Ledger(self.store(**options), checkpoint_path=self.dir / "checkpoints" / "state.json")
 
 
-def _read_format(config: Path) -> int:
+def _read_format(config: Path, *, check: bool = True) -> int:
     try:
         data = json.loads(config.read_text())
         version = data["format_version"]
+        store = data["store"]
     except (OSError, ValueError, KeyError, TypeError):
         raise WorkspaceError(f"{config} is unreadable or malformed") from None
-    if version not in SUPPORTED_FORMATS:
+    if not isinstance(version, int):
+        raise WorkspaceError(f"{config}: format_version must be an integer")
+    if store != "file":
+        raise WorkspaceError(f"{config}: store {store!r} is not one this loopx has "
+                             "(it has 'file')")
+    if check and version not in SUPPORTED_FORMATS:
         raise WorkspaceError(
             f"workspace format {version!r} is not one this loopx reads "
             f"(it reads {', '.join(map(str, SUPPORTED_FORMATS))})",
-            hint="run `loopx migrate` to convert an older workspace, or upgrade loopx for a newer one")
+            hint="run `loopx migrate`: it converts an older workspace, or says to upgrade loopx"
+                 " for a newer one")
     return int(version)
 
 
 def find_workspace(explicit: str | os.PathLike[str] | None = None,
-                   start: Path | None = None) -> Workspace:
+                   start: Path | None = None, *, check_format: bool = True) -> Workspace:
     """Locate the workspace from an explicit path, ``LOOPX_WORKSPACE``, or the nearest parent.
 
     Raises:
@@ -74,15 +81,31 @@ def find_workspace(explicit: str | os.PathLike[str] | None = None,
         config = root / WORKSPACE_DIR / "workspace.json"
         if not config.is_file():
             raise WorkspaceError(f"no loopx workspace at {root}", hint="run `loopx init` there")
-        return Workspace(root, _read_format(config))
+        return Workspace(root, _read_format(config, check=check_format))
     here = (start or Path.cwd()).resolve()
     for candidate in (here, *here.parents):
         config = candidate / WORKSPACE_DIR / "workspace.json"
         if config.is_file():
-            return Workspace(candidate, _read_format(config))
+            return Workspace(candidate, _read_format(config, check=check_format))
     raise WorkspaceError(
         f"no loopx workspace at {here} or any parent",
         hint="run `loopx init`, or pass --workspace / set LOOPX_WORKSPACE")
+
+
+def migrate_workspace(explicit: str | os.PathLike[str] | None = None) -> tuple[Workspace, bool]:
+    """Bring a workspace to the current format; returns it and whether anything changed.
+
+    Raises:
+        WorkspaceError: the format is newer than this loopx, or has no migration path.
+    """
+    workspace = find_workspace(explicit, check_format=False)
+    version = workspace.format_version
+    if version == FORMAT_VERSION:
+        return workspace, False
+    if version > FORMAT_VERSION:
+        raise WorkspaceError(f"workspace format {version} is newer than this loopx "
+                             f"(format {FORMAT_VERSION})", hint="upgrade loopx")
+    raise WorkspaceError(f"no migration from workspace format {version} to {FORMAT_VERSION}")
 
 
 def init_workspace(root: Path, goal_id: str) -> tuple[Workspace, str]:
@@ -94,6 +117,8 @@ def init_workspace(root: Path, goal_id: str) -> tuple[Workspace, str]:
     """
     _check_goal_id(goal_id)
     root = root.resolve()
+    if root.name == WORKSPACE_DIR:
+        root = root.parent
     wdir = root / WORKSPACE_DIR
     if (wdir / "workspace.json").exists():
         raise WorkspaceError(f"{root} already holds a loopx workspace")
@@ -114,7 +139,7 @@ def init_workspace(root: Path, goal_id: str) -> tuple[Workspace, str]:
             "loopx_version": __version__,
         }, agent_id=OWNER_AGENT)
     _copy_lanes(wdir / "lanes")
-    (wdir / ".gitignore").write_text("# loopx workspace state is not versioned with the project\n*\n")
+    _write_atomic(wdir / ".gitignore", "# loopx workspace state is not versioned with the project\n*\n")
     _write_atomic(wdir / "workspace.json",
                   json.dumps({"format_version": FORMAT_VERSION, "store": "file"}, indent=2) + "\n")
     return workspace, token

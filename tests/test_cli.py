@@ -191,3 +191,51 @@ def test_python_dash_m_and_version() -> None:
     result = subprocess.run([sys.executable, "-m", "loopx", "--version"], capture_output=True,
                             text=True)
     assert result.returncode == 0 and "0.1.0" in result.stdout
+
+
+def test_owner_token_file_in_a_missing_directory_creates_nothing(tmp_path: Path) -> None:
+    result = run(tmp_path, "init", "--owner-token-file", str(tmp_path / "no" / "such" / "t"))
+    assert result.exit_code == 2 and "cannot create" in result.stderr
+    assert not (tmp_path / ".loopx").exists()
+
+
+def test_init_given_the_loopx_directory_itself(tmp_path: Path) -> None:
+    assert run(tmp_path / ".loopx", "init").exit_code == 0
+    assert (tmp_path / ".loopx" / "workspace.json").is_file()
+    assert not (tmp_path / ".loopx" / ".loopx").exists()
+
+
+def test_show_out_of_range_seqs(ws: Path) -> None:
+    for seq in ("0", "99"):
+        result = run(ws, "show", seq)
+        assert result.exit_code == 6 and f"no record with seq {seq}" in result.stderr
+
+
+def test_migrate_refuses_a_newer_format(ws: Path) -> None:
+    (ws / ".loopx" / "workspace.json").write_text(
+        json.dumps({"format_version": 7, "store": "file"}))
+    result = run(ws, "migrate")
+    assert result.exit_code == 3 and "upgrade loopx" in result.stderr
+
+
+@pytest.mark.parametrize(("data", "words"), [
+    ('{"payload": {"event": "note", "detail": {"x": ' + "9" * 5000 + "}}}", "digits"),
+    ('{"payload": {"event": "note"}}'.encode("utf-16"), "not UTF-8"),
+    ('{"payload": {"event": "note"}, "record_id": "rec_mine"}', "record_id: assigned by loopx"),
+])
+def test_more_bad_input(ws: Path, data: str | bytes, words: str) -> None:
+    source = ws / "draft.json"
+    source.write_bytes(data.encode() if isinstance(data, str) else data)
+    result = run(ws, "append", "-k", "rollout_event_v0", "-f", str(source))
+    assert result.exit_code == 2 and words in result.stderr
+
+
+def test_click_usage_errors_honour_json(ws: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "loopx", "-C", str(ws), "log", "--limit", "0",
+                             "--json"], capture_output=True, text=True)
+    assert result.returncode == 2
+    error = json.loads(result.stdout)
+    assert error["error"] == "usage" and "--limit" in error["message"]
+    plain = subprocess.run([sys.executable, "-m", "loopx", "-C", str(ws), "log", "--limit", "0"],
+                           capture_output=True, text=True)
+    assert plain.returncode == 2 and "--limit" in plain.stderr and "Traceback" not in plain.stderr

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from loopx.canonical import dumps, sha256_hex
-from loopx.errors import IntegrityError, NotFound
+from loopx.errors import IntegrityError, NotFound, RecordRejected
 from loopx.store import FileStore
 from loopx.store.file import segment_name
 from loopx.testing.store_conformance import unsealed
 from loopx.verify import VerifyReport
-from loopx.workspace import init_workspace
 from loopx.verify import verify_store as verify_workspace
+from loopx.workspace import init_workspace
 
 
 def verify_store(store: FileStore) -> VerifyReport:
@@ -180,3 +180,27 @@ def test_head_found_behind_a_large_unfinished_batch(tmp_path: Path) -> None:
     [record] = fresh.append([unsealed(n=2)])
     assert record["seq"] == 2
     assert verify_store(FileStore(store.dir)).ok
+
+
+def test_refused_batch_leaves_a_torn_tail_for_the_next_writer(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    store.append([unsealed()])
+    segment = active_segment(store)
+    with open(segment, "ab") as f:
+        f.write(b'{"torn')
+    before = segment.read_bytes()
+    with pytest.raises(RecordRejected):
+        FileStore(store.dir).append([unsealed(pad=70_000)])
+    assert segment.read_bytes() == before
+    assert list((store.dir / "quarantine").iterdir()) == []
+    FileStore(store.dir).append([unsealed()])
+    assert [r["schema_version"] for r, _ in store.read()][-1] == "store_repair_v0"
+
+
+def test_a_reader_stops_at_a_missing_middle_segment_with_an_error(tmp_path: Path) -> None:
+    store = make_store(tmp_path, segment_bytes=1500)
+    for _ in range(8):
+        store.append([unsealed()])
+    store.segment_path(store.segments()[1]).unlink()
+    with pytest.raises(IntegrityError, match="missing"):
+        list(FileStore(store.dir).read())

@@ -175,3 +175,21 @@ def test_kind_names_cover_the_lane_contract() -> None:
                  "auto_research_evidence_packet_v0", "todo_item_v0",
                  "auto_research_lane_claim_v1"):
         assert kind in kind_names()
+
+
+@pytest.mark.parametrize("where", ["payload.detail.note", "payload.detail.nested.0"])
+def test_tokens_are_never_written_into_records(where: str) -> None:
+    from loopx.tokens import new_token
+
+    ledger = fresh_ledger()
+    token = new_token()
+    detail: dict[str, Any] = ({"note": f"my token is {token}"} if where.endswith("note")
+                              else {"nested": [token]})
+    with pytest.raises(RecordRejected) as err:
+        append(ledger, {"payload": {"event": "note", "detail": detail}}, "rollout_event_v0")
+    assert err.value.fields == [where]
+    assert token not in str(err.value)
+    assert ledger.store.head().seq == 1
+    claim = {"capability_token": token, "lease_ttl_seconds": 60.0}
+    with pytest.raises(RecordRejected):
+        append(ledger, {"payload": claim}, "auto_research_lane_claim_v1")

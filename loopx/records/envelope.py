@@ -8,12 +8,12 @@ from pydantic import Field, JsonValue
 
 from loopx.records.types import Identifier, Model, Provenance, Sha256, Timestamp, Visibility
 
-# Fields the store assigns under the lock; a writer that sets one is refused.
-STORE_FIELDS = ("seq", "ts", "batch_end", "prev_hash", "hash")
+# Fields loopx assigns (record_id when the record is prepared, the rest under the store lock);
+# a writer that sets one is refused.
+STORE_FIELDS = ("record_id", "seq", "ts", "batch_end", "prev_hash", "hash")
 # Envelope fields a writer may set, in documentation order.
 WRITER_FIELDS = (
     "schema_version",
-    "record_id",
     "goal_id",
     "agent_id",
     "lane_role",
@@ -27,12 +27,12 @@ WRITER_FIELDS = (
 
 
 class Draft(Model):
-    """A record as a writer submits it; ``seq``, ``ts`` and the hashes are the store's to assign."""
+    """A record as a writer submits it; ``record_id``, ``seq``, ``ts`` and the hashes are
+    loopx's to assign."""
 
     schema_version: Identifier | None = Field(
         default=None, description="the record kind; may instead come from --kind"
     )
-    record_id: Identifier | None = Field(default=None, description="generated when absent")
     goal_id: Identifier | None = Field(default=None, description="defaults to the workspace goal")
     agent_id: Identifier | None = None
     lane_role: Identifier | None = None

@@ -18,6 +18,7 @@ from loopx.records.rollout import RolloutEventV0
 from loopx.records.system import StoreRepairV0, WorkspaceV0
 from loopx.records.todo import AutoResearchLaneClaimV1, TodoEventV0, TodoItemV0
 from loopx.records.types import Model
+from loopx.tokens import token_problems
 
 
 @dataclass(frozen=True)
@@ -112,9 +113,9 @@ def prepare(doc: Any, author: Author, *, kind: str | None = None, where: str = "
     """
     if not isinstance(doc, dict):
         raise RecordRejected([FieldProblem(where or "record", "expected a JSON object")])
-    problems = json_problems(doc, where)
+    problems = json_problems(doc, where) or token_problems(doc, where)
     problems += [
-        FieldProblem(join_path(where, f), "assigned by the store; remove it")
+        FieldProblem(join_path(where, f), "assigned by loopx; remove it")
         for f in STORE_FIELDS if f in doc
     ]
     if problems:
@@ -154,7 +155,7 @@ def prepare(doc: Any, author: Author, *, kind: str | None = None, where: str = "
         raise RecordRejected(missing)
     return {
         "schema_version": name,
-        "record_id": draft.record_id or new_record_id(),
+        "record_id": new_record_id(),
         "goal_id": goal_id,
         "agent_id": agent_id,
         "lane_role": lane_role,

@@ -192,7 +192,7 @@ class Store(ABC):
 
     @abstractmethod
     def head(self) -> Cursor:
-        """The last committed position (reads the tail since this instance last looked)."""
+        """The last committed position, found from the end of the log (no lock taken)."""
 
     @abstractmethod
     def seek(self, seq: int) -> Cursor:
@@ -212,8 +212,15 @@ class Store(ABC):
         Raises:
             NotFound: there is none.
         """
-        for record, _ in self.read(self.seek(seq - 1) if seq > 1 else None):
-            return record
+        if seq < 1:
+            raise NotFound(f"the log has no record with seq {seq}")
+        try:
+            start = self.seek(seq - 1) if seq > 1 else None
+        except NotFound:
+            pass
+        else:
+            for record, _ in self.read(start):
+                return record
         raise NotFound(f"the log has no record with seq {seq}")
 
     def find(self, record_id: str) -> Record:

@@ -14,7 +14,6 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 from filelock import FileLock, Timeout
 
@@ -102,11 +101,12 @@ class FileStore(Store):
     # -- reading --------------------------------------------------------------------------
 
     def read(self, after: Cursor | None = None) -> Iterator[tuple[Record, Cursor]]:
-        cursor = after or Cursor()
+        resume = after or Cursor()
         for attempt in range(3):
             try:
-                for record, cursor in self._scan(cursor):
+                for record, cursor in self._scan(resume):
                     yield record, cursor
+                    resume = cursor
                 return
             except IntegrityError:
                 # A lock holder may have just replaced a torn tail this reader was reading;
@@ -151,7 +151,13 @@ class FileStore(Store):
                     buf = buf[start:]
             if pending or buf:
                 return  # a write in progress, or a torn tail awaiting the next lock holder
-            if not os.path.exists(self.segment_path(seq + 1)) or seq + 1 == seg:
+            if seq + 1 == seg:
+                return
+            if not os.path.exists(self.segment_path(seq + 1)):
+                if any(first > seq + 1 for first in self.segments()):
+                    raise IntegrityError(f"segment {segment_name(seq + 1)} is missing: later "
+                                         "segments exist", seq=seq + 1,
+                                         hint="run `loopx verify`")
                 return
             seg, offset = seq + 1, 0
 
@@ -232,7 +238,7 @@ class FileStore(Store):
         data = self.segment_path(seg).read_bytes()
         offset = 0
         while (end := data.find(b"\n", offset)) >= 0:
-            record = json.loads(data[offset:end])
+            record = _parsed(data[offset:end], seg, offset)
             if record["seq"] == seq and _batch_is_whole(data, end + 1, record):
                 return Cursor(seq, record["hash"], record["ts"], (seg, end + 1, offset))
             offset = end + 1
@@ -250,7 +256,7 @@ class FileStore(Store):
                 end = data.find(b"\n", at)
                 if end < 0:
                     break
-                record = json.loads(data[start:end])
+                record = _parsed(data[start:end], first, start)
                 if record.get("record_id") == record_id and _batch_is_whole(data, end + 1, record):
                     return record
                 at = data.find(needle, end)
@@ -314,10 +320,14 @@ class FileStore(Store):
         fd = self._open_segment(seg)
         size = os.fstat(fd).st_size
         batches: list[Sequence[Record | Encoded]] = [records]
+        torn = b""
         if size > committed_end:
-            batches.append([self._quarantine(seg, fd, committed_end, size, records[0])])
+            torn = self._read_range(seg, committed_end, size)
+            batches.append([_repair_record(seg, committed_end, torn, records[0])])
+        sealed = seal(batches, head, self._clock())  # may refuse the batch: nothing touched yet
+        if torn:
+            self._quarantine(seg, fd, committed_end, torn)
             size = committed_end
-        sealed = seal(batches, head, self._clock())
         if size > 0 and size + len(sealed.data) > self.segment_bytes:
             os.fsync(fd)  # the old segment is whole on disk before the next one exists
             seg, size = head.seq + 1, 0
@@ -340,50 +350,63 @@ class FileStore(Store):
         self._fd, self._fd_segment = fd, seg
         return fd
 
-    def _quarantine(self, seg: int, fd: int, start: int, end: int,
-                    first: Record | Encoded) -> dict[str, Any]:
-        """Move a torn tail aside, truncate it away, and describe it as a repair record."""
+    def _read_range(self, seg: int, start: int, end: int) -> bytes:
         with open(self.segment_path(seg), "rb") as f:
             f.seek(start)
-            data = f.read(end - start)
+            return f.read(end - start)
+
+    def _quarantine(self, seg: int, fd: int, start: int, torn: bytes) -> None:
+        """Move a torn tail aside durably, then cut it off the segment."""
         self.quarantine_dir.mkdir(exist_ok=True)
-        name = f"{segment_name(seg)}.{start}.{int(time.time() * 1e6)}.torn"
-        qfd = os.open(self.quarantine_dir / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        path = self.quarantine_dir / _quarantine_name(seg, start, torn)
         try:
-            _write_all(qfd, data)
-            os.fsync(qfd)
-        finally:
-            os.close(qfd)
-        fsync_dir(self.quarantine_dir)
+            qfd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:
+            qfd = -1  # named by content digest: the same bytes are already kept
+        if qfd >= 0:
+            try:
+                _write_all(qfd, torn)
+                os.fsync(qfd)
+            finally:
+                os.close(qfd)
+            fsync_dir(self.quarantine_dir)
         os.ftruncate(fd, start)
         os.fsync(fd)
-        return {
-            "schema_version": "store_repair_v0",
-            "record_id": f"rec_repair_{seg}_{start}_{sha256_hex(data)[:16]}",
-            "goal_id": (first.record if isinstance(first, Encoded) else first)["goal_id"],
-            "agent_id": STORE_AGENT,
-            "lane_role": "store",
-            "capability": None,
-            "todo_id": None,
-            "epoch": None,
-            "visibility": "private",
-            "provenance": "observed",
-            "payload": {
-                "segment": segment_name(seg),
-                "offset": start,
-                "length": len(data),
-                "sha256": sha256_hex(data),
-                "complete_lines": data.count(b"\n"),
-                "quarantine_file": f"quarantine/{name}",
-                "reason": "torn tail left by a writer that stopped mid-append",
-            },
-        }
 
     def close(self) -> None:
         with self._mutex:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd, self._fd_segment = None, None
+
+
+def _quarantine_name(seg: int, start: int, torn: bytes) -> str:
+    return f"{segment_name(seg)}.{start}.{sha256_hex(torn)[:16]}.torn"
+
+
+def _repair_record(seg: int, start: int, torn: bytes, first: Record | Encoded) -> Record:
+    """The ``store_repair_v0`` record describing a torn tail about to be quarantined."""
+    return {
+        "schema_version": "store_repair_v0",
+        "record_id": f"rec_repair_{seg}_{start}_{sha256_hex(torn)[:16]}",
+        "goal_id": (first.record if isinstance(first, Encoded) else first)["goal_id"],
+        "agent_id": STORE_AGENT,
+        "lane_role": "store",
+        "capability": None,
+        "todo_id": None,
+        "epoch": None,
+        "visibility": "private",
+        "provenance": "observed",
+        "payload": {
+            "segment": segment_name(seg),
+            "offset": start,
+            "length": len(torn),
+            "sha256": sha256_hex(torn),
+            "complete_lines": torn.count(b"\n"),
+            "quarantine_file": f"quarantine/{_quarantine_name(seg, start, torn)}",
+            "reason": "torn tail left by a writer that stopped mid-append",
+        },
+    }
 
 
 def _last_batch_end(data: bytes, base: int, seg: int) -> Cursor | None:
@@ -406,6 +429,17 @@ def _last_batch_end(data: bytes, base: int, seg: int) -> Cursor | None:
             return Cursor(seq, record["hash"], record["ts"], (seg, base + end + 1, base + start))
         end = start - 1
     return None
+
+
+def _parsed(line: bytes, seg: int, offset: int) -> Record:
+    try:
+        record = json.loads(line)
+        if isinstance(record, dict) and isinstance(record.get("seq"), int):
+            return record
+    except ValueError:
+        pass
+    raise IntegrityError(f"segment {segment_name(seg)} byte {offset}: not a sealed record",
+                         hint="run `loopx verify`")
 
 
 def _batch_is_whole(data: bytes, offset: int, record: Record) -> bool:
