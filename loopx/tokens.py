@@ -43,7 +43,10 @@ def token_problems(value: Any, path: str) -> list[FieldProblem]:
             problems += token_problems(item, f"{path}.{i}" if path else str(i))
     elif isinstance(value, dict):
         for key, item in value.items():
-            where = f"{path}.{key}" if path else str(key)
-            problems += token_problems(key, where) if isinstance(key, str) else []
+            name = str(key)
+            if TOKEN_PREFIX in name and TOKEN_PATTERN.search(name):
+                name = "<key holding a token>"  # the error must not repeat the secret
+                problems += token_problems(key, f"{path}.{name}" if path else name)
+            where = f"{path}.{name}" if path else name
             problems += token_problems(item, where)
     return problems

@@ -193,3 +193,14 @@ def test_tokens_are_never_written_into_records(where: str) -> None:
     claim = {"capability_token": token, "lease_ttl_seconds": 60.0}
     with pytest.raises(RecordRejected):
         append(ledger, {"payload": claim}, "auto_research_lane_claim_v1")
+
+
+def test_a_token_used_as_a_key_is_refused_without_echoing_it() -> None:
+    from loopx.tokens import new_token
+
+    ledger = fresh_ledger()
+    token = new_token()
+    with pytest.raises(RecordRejected) as err:
+        append(ledger, {"payload": {"event": "note", "detail": {token: 1}}}, "rollout_event_v0")
+    assert err.value.fields == ["payload.detail.<key holding a token>"]
+    assert token not in str(err.value)
