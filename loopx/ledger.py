@@ -1,8 +1,9 @@
 """The single checked append path, and the caught-up folded state of one log.
 
 Every write in loopx goes through :meth:`Ledger.append`: the batch is checked against the
-schemas before the lock, then against the current state under the lock, then sealed and written
-in the same locked step. Everything derived is read through :meth:`Ledger.state`.
+schemas (and for tokens) before the lock, then sealed and written in one locked step. Checks
+against current state belong in a store batch builder, which runs under that same lock.
+Everything derived is read through :meth:`Ledger.state`.
 """
 
 from __future__ import annotations
