@@ -8,15 +8,13 @@ It cannot see a tail cut off at a record boundary unless given an anchor (``--ex
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from loopx.canonical import GENESIS_HASH, JSONInputError, dumps, loads_strict, record_hash
 from loopx.records.registry import stored_problems
 from loopx.store.base import Store
-from loopx.store.file import FileStore, segment_name
-from loopx.store.memory import MemoryStore
 
 
 @dataclass(frozen=True)
@@ -67,24 +65,13 @@ class _Bad(Exception):
         self.seq, self.where, self.problem = seq, where, problem
 
 
-def store_segments(store: Store) -> Iterator[tuple[str, int | None, bytes]]:
-    """(name, first seq or None, bytes) for each segment of a store, in order."""
-    if isinstance(store, FileStore):
-        for first in store.segments():
-            yield segment_name(first), first, store.segment_path(first).read_bytes()
-    elif isinstance(store, MemoryStore):
-        yield "memory", None, b"".join(store.lines())
-    else:
-        raise TypeError(f"verify does not know how to read {type(store).__name__}")
-
-
 def verify_store(store: Store, anchor: Anchor | None = None, *,
                  workspace_rules: bool = True) -> VerifyReport:
     """Verify a store's whole log; never raises for a bad log, reports it instead.
 
     ``workspace_rules=False`` checks only the chain and schemas (for a bare store).
     """
-    return verify_segments(store_segments(store), anchor, workspace_rules=workspace_rules)
+    return verify_segments(store.raw_segments(), anchor, workspace_rules=workspace_rules)
 
 
 def verify_segments(segments: Iterable[tuple[str, int | None, bytes]],

@@ -11,19 +11,6 @@ from loopx.records.types import Identifier, Model, Provenance, Sha256, Timestamp
 # Fields loopx assigns (record_id when the record is prepared, the rest under the store lock);
 # a writer that sets one is refused.
 STORE_FIELDS = ("record_id", "seq", "ts", "batch_end", "prev_hash", "hash")
-# Envelope fields a writer may set, in documentation order.
-WRITER_FIELDS = (
-    "schema_version",
-    "goal_id",
-    "agent_id",
-    "lane_role",
-    "capability",
-    "todo_id",
-    "epoch",
-    "visibility",
-    "provenance",
-    "payload",
-)
 
 
 class Draft(Model):

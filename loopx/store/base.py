@@ -206,6 +206,11 @@ class Store(ABC):
     def cursor_matches(self, cursor: Cursor) -> bool:
         """Whether ``cursor`` names a record that is in this log with that seq and hash."""
 
+    @abstractmethod
+    def raw_segments(self) -> Iterator[tuple[str, int | None, bytes]]:
+        """The stored bytes as (name, first seq or None, bytes) per segment, in log order,
+        unparsed, for ``verify``."""
+
     def get(self, seq: int) -> Record:
         """The committed record with ``seq``.
 

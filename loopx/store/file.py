@@ -94,6 +94,10 @@ class FileStore(Store):
             return []
         return sorted(int(n[:-6]) for n in names if n.endswith(".jsonl") and n[:-6].isdigit())
 
+    def raw_segments(self) -> Iterator[tuple[str, int | None, bytes]]:
+        for first in self.segments():
+            yield segment_name(first), first, self.segment_path(first).read_bytes()
+
     def segment_path(self, first_seq: int) -> Path:
         """Path of a segment by its first sequence number."""
         return self.log_dir / segment_name(first_seq)

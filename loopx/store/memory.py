@@ -61,6 +61,9 @@ class MemoryStore(Store):
             return False
         return json.loads(self._lines[cursor.seq - 1])["hash"] == cursor.hash
 
+    def raw_segments(self) -> Iterator[tuple[str, int | None, bytes]]:
+        yield "memory", None, b"".join(self._lines)
+
     def lines(self) -> list[bytes]:
         """The stored lines, as the file backend would hold them (for verify and tests)."""
         return list(self._lines)
