@@ -17,6 +17,11 @@ What it measures
     from the first worker leaving the barrier to the last worker finishing
     (CLOCK_MONOTONIC is system-wide, so the workers' timestamps are comparable).
 
+    A second table times the whole checked path, ``Ledger.append`` of drafts: each worker is
+    its own registered executor agent (the parent registers it, adds it a todo with a long
+    lease and claims it, before the clock) and appends rollout_event_v0 drafts tied to that
+    todo, so every append authenticates the token and runs the write checks.
+
     Separately, before each cell of each repetition, the parent times ``os.fsync`` of a small
     append (one line) in the same directory; the table shows its median and p90.
 
@@ -49,12 +54,15 @@ GOAL = "bench"
 
 
 def template_record(detail_bytes: int) -> dict:
-    """One unsealed rollout_event_v0 record, as loopx.records.registry.prepare makes it."""
-    from loopx.records.registry import Author, prepare
+    """One unsealed rollout_event_v0 record, as loopx.records.registry.prepare makes it for an
+    executor agent writing under its claimed todo (so the line is as long as a real one)."""
+    from loopx.records.registry import Author, new_record_id, prepare
 
-    return prepare({"payload": {"event": "note", "detail": {"i": 1, "text": "x" * detail_bytes}}},
-                   Author(goal_id=GOAL, agent_id="w1", lane_role="owner"),
-                   kind="rollout_event_v0")
+    author = Author(goal_id=GOAL, agent_id="w1", lane_role="research_executor",
+                    capability=new_record_id(), authenticated=True)
+    return prepare({"todo_id": "w1-work", "epoch": 1,
+                    "payload": {"event": "note", "detail": {"i": 1, "text": "x" * detail_bytes}}},
+                   author, kind="rollout_event_v0")
 
 
 def sealed_line_length(template: dict, at_seq: int) -> int:
@@ -76,7 +84,8 @@ def percentile(values: list[float], q: float) -> float:
 # -- worker process ---------------------------------------------------------------------------
 
 def worker(conn, barrier, detail_bytes: int) -> None:
-    """Wait for ('run', impl, path, batch, appends, line_len) jobs; run each after the barrier."""
+    """Wait for ('run', impl, path, batch, appends, line_len, writer) jobs; run each after the
+    barrier (``writer`` is (agent id, token, todo id, epoch) for 'checked', else None)."""
     import loopx.store.file  # noqa: F401  (imported before any timing)
 
     template = template_record(detail_bytes)
@@ -99,7 +108,7 @@ def run_job(job: tuple, barrier, template: dict) -> tuple[float, float, float]:
     from loopx.store.base import encode
     from loopx.store.file import FileStore
 
-    _, impl, path, batch, appends, line_len = job
+    _, impl, path, batch, appends, line_len, writer = job
     lat: list[float] = []
     if impl == "loopx":
         store = FileStore(path)
@@ -116,15 +125,21 @@ def run_job(job: tuple, barrier, template: dict) -> tuple[float, float, float]:
         t1 = time.monotonic()
         store.close()
     elif impl == "checked":
-        # The whole checked path from a draft: schema validation, encoding, commit, fsync.
+        # The whole checked path from a draft: schema validation, authentication, the write
+        # checks (scope, the todo's lease and epoch), encoding, commit, fsync.
+        from loopx.checks import Credentials
+
+        agent_id, token, todo_id, epoch = writer
+        creds = Credentials(agent_id, token)
         ledger = Ledger(FileStore(path))
-        drafts = [{"payload": template["payload"]} for _ in range(batch)]
-        ledger.append(drafts[:1], agent_id="w1", lane_role="owner", kind="rollout_event_v0")
+        drafts = [{"todo_id": todo_id, "epoch": epoch, "payload": template["payload"]}
+                  for _ in range(batch)]
+        ledger.append(drafts[:1], creds=creds, kind="rollout_event_v0")
         barrier.wait()
         t0 = time.monotonic()
         for _ in range(appends):
             a = time.perf_counter()
-            ledger.append(drafts, agent_id="w1", lane_role="owner", kind="rollout_event_v0")
+            ledger.append(drafts, creds=creds, kind="rollout_event_v0")
             lat.append(time.perf_counter() - a)
         t1 = time.monotonic()
         ledger.store.close()
@@ -168,11 +183,16 @@ class Pool:
             if c.recv() != "up":
                 raise RuntimeError("worker failed to start")
 
-    def run(self, impl: str, path: Path, batch: int, appends: int,
-            line_len: int) -> tuple[float, float]:
-        """Run one job on every worker; return (wall seconds, median per-append seconds)."""
-        for c in self.conns:
-            c.send(("run", impl, str(path), batch, appends, line_len))
+    def run(self, impl: str, path: Path, batch: int, appends: int, line_len: int,
+            writers: list | None = None) -> tuple[float, float]:
+        """Run one job on every worker; return (wall seconds, median per-append seconds).
+
+        ``writers`` gives each worker its own (agent id, token, todo id, epoch); the token goes
+        over the worker's pipe, never on a command line.
+        """
+        for i, c in enumerate(self.conns):
+            c.send(("run", impl, str(path), batch, appends, line_len,
+                    None if writers is None else writers[i]))
         try:
             self.barrier.wait(timeout=600)
         except threading.BrokenBarrierError:
@@ -236,11 +256,21 @@ def run_loopx(pool: Pool, run_dir: Path, template: dict, procs: int, batch: int,
 def run_checked(pool: Pool, run_dir: Path, procs: int, batch: int,
                 appends: int) -> tuple[float, float]:
     """One run of the full checked path (Ledger.append of drafts); returns (records/s, p50)."""
+    from loopx.testing.lanes import executor_writer
     from loopx.workspace import init_workspace
 
-    workspace, _ = init_workspace(run_dir / "checked", GOAL)
-    wall, lat = pool.run("checked", workspace.dir, batch, appends, 0)
-    expected = 1 + procs + procs * batch * appends  # genesis, one warm-up per worker, the run
+    workspace, owner_token = init_workspace(run_dir / "checked", GOAL)
+    with workspace.store() as store:
+        from loopx.ledger import Ledger
+
+        ledger = Ledger(store)
+        writers = []
+        for i in range(procs):
+            w = executor_writer(ledger, owner_token, f"w{i + 1}")
+            writers.append((w.creds.agent_id, w.creds.token, w.todo_id, w.epoch))
+    wall, lat = pool.run("checked", workspace.dir, batch, appends, 0, writers)
+    # init (genesis + 5 profiles), grant + todo + claim per worker, one warm-up per worker, the run
+    expected = 6 + 3 * procs + procs + procs * batch * appends
     with workspace.store() as check:
         if check.head().seq != expected:
             raise RuntimeError(f"checked log has {check.head().seq} records, expected {expected}")
@@ -362,8 +392,8 @@ def main() -> None:
               f"{percentile(r['fsync'], 90) * 1e3:>6.3f}")
     if args.checked:
         print()
-        print("full checked path: Ledger.append of drafts (pydantic validation + encoding + "
-              "commit + fsync), no goal")
+        print("full checked path: Ledger.append of drafts (pydantic validation + token + write "
+              "checks + encoding + commit + fsync), no goal")
         print(f"{'procs':>5} {'batch':>5} | {'checked rec/s':>13} {'/ baseline':>10}")
         for cell in cells:
             r = res[cell]

@@ -1,8 +1,10 @@
 """Cost of opening a Ledger and catching up to the head, with and without a checkpoint.
 
 What it measures
-    Builds a workspace (``loopx.workspace.init_workspace``: genesis record, durable) and fills
-    its log with rollout_event_v0 records up to N (default 100,000) using
+    Builds a workspace (``loopx.workspace.init_workspace``: genesis record and role profiles,
+    durable), registers one executor agent holding a todo (``loopx.testing.lanes``), and fills
+    its log up to N records (default 100,000) with that agent's rollout_event_v0 records, tied
+    to its todo exactly as the checked path prepares them, written with
     ``FileStore(durable=False)`` and large batches, plus a second, small workspace (default
     10,000 records). Then, each in a fresh subprocess (nothing cached in-process; the OS page
     cache is warm, and one untimed warm-up run per case precedes the timed ones), it times only
@@ -77,18 +79,26 @@ def child(store_dir: str, checkpoint: str, checkpoint_every: int) -> None:
 def build(root: Path, records: int, batch: int, detail_bytes: int) -> Path:
     """A workspace under ``root`` whose log holds exactly ``records`` records; its .loopx dir.
 
-    Batches after the genesis record end on multiples of ``batch``, so checkpoints a multiple
-    of ``batch`` behind the head sit on batch boundaries, as Ledger's own checkpoints do.
+    Batches after the setup records (genesis, profiles, the writer's grant, todo and claim) end
+    on multiples of ``batch``, so checkpoints a multiple of ``batch`` behind the head sit on
+    batch boundaries, as Ledger's own checkpoints do. The notes are prepared once by
+    ``Ledger.prepare`` as the writer (the checked path's own preparation) and then written
+    directly, bypassing the per-append checks, which only the build would pay for.
     """
-    from loopx.records.registry import Author, new_record_id, prepare
+    from loopx.ledger import Ledger
+    from loopx.records.registry import new_record_id
     from loopx.store.file import FileStore
+    from loopx.testing.lanes import executor_writer
     from loopx.workspace import init_workspace
 
-    ws, _token = init_workspace(root, GOAL)
-    template = prepare({"payload": {"event": "note",
-                                    "detail": {"i": 1, "text": "x" * detail_bytes}}},
-                       Author(goal_id=GOAL, agent_id="w1", lane_role="owner"),
-                       kind="rollout_event_v0")
+    ws, owner_token = init_workspace(root, GOAL)
+    with ws.store() as setup:
+        ledger = Ledger(setup)
+        writer = executor_writer(ledger, owner_token, "w1")
+        [template] = ledger.prepare(
+            writer.tie({"payload": {"event": "note",
+                                    "detail": {"i": 1, "text": "x" * detail_bytes}}}),
+            ledger.identify(writer.creds), kind="rollout_event_v0")
     with FileStore(ws.dir, durable=False) as store:
         seq = store.head().seq
         while seq < records:

@@ -104,6 +104,46 @@ class IntegrityError(LoopxError):
         return out
 
 
+class Refused(LoopxError):
+    """A well-formed request the campaign's current state does not allow (a todo that is not
+    claimable, a capability rule). Nothing is written."""
+
+    exit_code = 8
+    code = "refused"
+
+
+class Unauthorized(Refused):
+    """No token, a wrong token, a revoked grant, or a token of another agent."""
+
+    exit_code = 7
+    code = "unauthorized"
+
+
+class Forbidden(Refused):
+    """The writer's role may not append this kind with this action; the message names all three."""
+
+    exit_code = 7
+    code = "forbidden"
+
+    def __init__(self, role: str, kind: str, action: str, *, why: str = "") -> None:
+        detail = f": {why}" if why else ""
+        super().__init__(f"role {role!r} may not write {kind} with action {action!r}{detail}",
+                         hint="see the role's write_scope with `loopx lanes show`")
+        self.role, self.kind, self.action = role, kind, action
+
+    def to_json(self) -> dict[str, object]:
+        out = super().to_json()
+        out.update(role=self.role, kind=self.kind, action=self.action)
+        return out
+
+
+class StaleLease(Refused):
+    """A write tied to a todo whose epoch is no longer current, or whose lease had expired."""
+
+    exit_code = 4
+    code = "stale_lease"
+
+
 class NotFound(LoopxError):
     """A record, segment or file that was asked for does not exist."""
 

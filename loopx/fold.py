@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from loopx.lane_state import LanesReducer
 from loopx.store.base import Cursor, Record
 
 
@@ -51,7 +52,7 @@ class KernelReducer:
             state["repairs"] += 1
 
 
-REDUCERS: tuple[Reducer, ...] = (KernelReducer(),)
+REDUCERS: tuple[Reducer, ...] = (KernelReducer(), LanesReducer())
 
 
 def fold_version(reducers: Iterable[Reducer] = REDUCERS) -> str:

@@ -1,22 +1,28 @@
 """The single checked append path, and the caught-up folded state of one log.
 
-Every write in loopx goes through :meth:`Ledger.append`: the batch is checked against the
-schemas (and for tokens) before the lock, then sealed and written in one locked step. Checks
-against current state belong in a store batch builder, which runs under that same lock.
+Every write in loopx goes through :meth:`Ledger.write`: under the store lock it catches the fold
+up to the head, authenticates the writer, lets the caller plan its records against that state
+and the batch's ``ts``, checks every record (scope, fencing, capability rules) and commits.
 Everything derived is read through :meth:`Ledger.state`.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopx.checkpoint import load_checkpoint, save_checkpoint
 from loopx.errors import WorkspaceError
 from loopx.fold import REDUCERS, Reducer, State, advance, fold_version
+from loopx.lane_state import LaneState
 from loopx.store.base import Cursor, Record, Store
+
+if TYPE_CHECKING:
+    from loopx.checks import Credentials, Identity
+
+Plan = Callable[[LaneState, "Identity", str], list[Record]]
 
 CHECKPOINT_EVERY = 1000
 
@@ -60,26 +66,112 @@ class Ledger:
         advance(self._state, self.store.read(self._state.cursor), self.reducers)
         return self._state
 
-    def append(self, docs: Any, *, agent_id: str | None = None, lane_role: str | None = None,
-               capability: str | None = None, kind: str | None = None,
-               expect_seq: int | None = None) -> list[Record]:
-        """Check and commit a batch (a draft or a list of drafts); returns the sealed records.
+    def now(self) -> str:
+        """The time a read-only query is answered at: the clock, never before the head."""
+        from loopx.store.base import batch_ts
+
+        return batch_ts(self._advance().cursor, self.store.now())
+
+    def write(self, creds: Credentials, plan: Plan, *,
+              expect_seq: int | None = None) -> list[Record]:
+        """The one checked append path: authenticate, plan, check and commit in one locked step.
+
+        ``plan(lanes, who, now)`` sees the lanes state caught up to the head (an overlay it may
+        not change) and the ``ts`` the batch will carry, and returns unsealed records (see
+        :meth:`prepare`). Every record is then checked against that state before anything is
+        written.
 
         Raises:
+            Unauthorized, Forbidden, StaleLease, Refused: a write check failed; nothing written.
             RecordRejected: a malformed draft, naming the field; nothing written.
-            WorkspaceError: the log has no genesis record.
             ConflictError: the head is not at ``expect_seq``.
+        """
+        from loopx.checks import authenticate, check_batch
+        from loopx.lane_state import overlay
+
+        self._advance()  # catch up before the lock, so the locked step reads only the newest
+
+        def build(head: Cursor, now: str) -> list[Record]:
+            state = self._advance()
+            if state.seq != head.seq:
+                raise WorkspaceError(f"the fold is at seq {state.seq} but the head is at "
+                                     f"{head.seq}", hint="run `loopx verify`")
+            lanes = overlay(state["lanes"])
+            who = authenticate(state["kernel"], lanes, creds)
+            records = plan(lanes, who, now)
+            if records:
+                check_batch(lanes, list(records), now, head.seq + 1)
+            return records
+
+        return self.store.append(build, expect_seq=expect_seq)
+
+    def prepare(self, docs: Any, who: Identity, *, kind: str | None = None) -> list[Record]:
+        """Check drafts (one, or a list committed as one batch) and stamp them with ``who``.
+
+        Raises:
+            RecordRejected: naming every refused field; nothing written.
         """
         from loopx.records.registry import Author, prepare_batch  # pydantic loads only to write
 
-        goal_id = self._goal_id or self.state()["kernel"]["goal_id"]
-        if goal_id is None:
-            raise WorkspaceError("this log has no workspace record", hint="run `loopx init`")
-        author = Author(goal_id=goal_id, agent_id=agent_id, lane_role=lane_role,
-                        capability=capability)
-        self._goal_id = goal_id  # fixed by the genesis record for the life of the workspace
-        records = prepare_batch(docs, author, kind=kind)
-        return self.store.append(records, expect_seq=expect_seq)
+        author = Author(goal_id=self.goal_id(), agent_id=who.agent_id, lane_role=who.role,
+                        capability=who.capability, authenticated=True)
+        return prepare_batch(docs, author, kind=kind)
+
+    def lifecycle(self, who: Identity, kind: str, todo_id: str, epoch: int,
+                  payload: dict[str, Any]) -> Record:
+        """A todo lifecycle record (claim or event) loopx builds itself from checked state.
+
+        Built without pydantic because it runs under the lock; ``payload`` must already be in
+        the kind's dumped form (every field, defaults included), which the tests hold it to.
+        """
+        from loopx.records.registry import KINDS, new_record_id
+
+        spec = KINDS[kind]
+        return {"schema_version": kind, "record_id": new_record_id(), "goal_id": self.goal_id(),
+                "agent_id": who.agent_id, "lane_role": who.role, "capability": who.capability,
+                "todo_id": todo_id, "epoch": epoch, "visibility": spec.visibility,
+                "provenance": spec.provenance, "payload": payload}
+
+    def identify(self, creds: Credentials) -> Identity:
+        """Authenticate ``creds`` against the current state (the write path checks again)."""
+        from loopx.checks import authenticate
+
+        state = self._advance()
+        return authenticate(state["kernel"], state["lanes"], creds)
+
+    def append(self, docs: Any, *, creds: Credentials, kind: str | None = None,
+               expect_seq: int | None = None) -> list[Record]:
+        """Check and commit drafts as one batch under ``creds``; returns the sealed records.
+
+        The drafts are validated before the lock, so a malformed one never waits for it.
+
+        Raises:
+            RecordRejected, Unauthorized, Forbidden, StaleLease, Refused, ConflictError.
+        """
+        self.goal_id()  # a log without its genesis record says so before any token check
+        records = self.prepare(docs, self.identify(creds), kind=kind)
+
+        def plan(lanes: LaneState, who: Identity, now: str) -> list[Record]:
+            if who.role != records[0]["lane_role"] or who.capability != records[0]["capability"]:
+                from loopx.errors import Unauthorized
+
+                raise Unauthorized(f"agent {who.agent_id!r}'s grant changed while writing")
+            return records
+
+        return self.write(creds, plan, expect_seq=expect_seq)
+
+    def goal_id(self) -> str:
+        """The workspace's goal, fixed by the genesis record.
+
+        Raises:
+            WorkspaceError: the log has no genesis record.
+        """
+        if self._goal_id is None:
+            goal_id = self._advance()["kernel"]["goal_id"]
+            if goal_id is None:
+                raise WorkspaceError("this log has no workspace record", hint="run `loopx init`")
+            self._goal_id = goal_id
+        return self._goal_id
 
     def append_genesis(self, payload: dict[str, Any], *, agent_id: str) -> Record:
         """Write the workspace record; only ever the first record of a log."""
@@ -89,7 +181,7 @@ class Ledger:
                          agent_id=agent_id, lane_role="owner"),
                          kind="workspace_v0", allow=frozenset({"init"}))
 
-        def build(head: Cursor) -> list[Record]:
+        def build(head: Cursor, now: str) -> list[Record]:
             if head.seq != 0:
                 raise WorkspaceError("this log already has records; it is initialised")
             return [record]

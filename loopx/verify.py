@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopx.canonical import GENESIS_HASH, JSONInputError, dumps, loads_strict, record_hash
+from loopx.errors import LoopxError
 from loopx.records.registry import stored_problems
 from loopx.store.base import Store
 
@@ -121,6 +122,8 @@ class _Checker:
         self.open_batch: int | None = None
         self.anchor_seq = anchor_seq
         self.anchor_hash: str | None = None
+        self.batch: list[dict[str, Any]] = []
+        self.writes = _WriteChecks() if workspace_rules else None
 
     def segment(self, name: str, data: bytes, last: bool, report: VerifyReport) -> None:
         lines = data.split(b"\n")
@@ -168,7 +171,11 @@ class _Checker:
         if seq == self.anchor_seq:
             self.anchor_hash = record["hash"]
         self.expected += 1
+        self.batch.append(record)
         if seq == record["batch_end"]:
+            if self.writes is not None:
+                self.writes.batch(self.batch, where)
+            self.batch = []
             self.open_batch = None
             self.head_seq, self.head_hash = seq, record["hash"]
 
@@ -197,3 +204,34 @@ class _Checker:
         if record["goal_id"] != self.goal:
             raise _Bad(seq, where, f"goal {record['goal_id']!r} is not this workspace's"
                                    f" goal {self.goal!r}")
+
+
+# Kinds loopx itself writes outside the checked path: the genesis record and torn-tail repairs.
+_UNCHECKED = frozenset({"workspace_v0", "store_repair_v0"})
+
+
+class _WriteChecks:
+    """Re-runs the append path's write checks batch by batch over a fold of the log, so a
+    record appended around the library (no grant, out of scope, stale epoch) is reported."""
+
+    def __init__(self) -> None:
+        from loopx.fold import REDUCERS, State
+
+        self.reducers = REDUCERS
+        self.state = State.initial(REDUCERS)
+
+    def batch(self, records: list[dict[str, Any]], where: str) -> None:
+        from loopx.checks import check_batch
+        from loopx.lane_state import overlay
+
+        checked = [r for r in records if r["schema_version"] not in _UNCHECKED]
+        if checked:
+            try:
+                check_batch(overlay(self.state["lanes"]), checked, checked[0]["ts"],
+                            checked[0]["seq"])
+            except LoopxError as exc:
+                raise _Bad(checked[0]["seq"], where,
+                           f"fails the write checks: {exc.message}") from None
+        for record in records:
+            for reducer in self.reducers:
+                reducer.apply(self.state.parts[reducer.name], record)

@@ -9,12 +9,15 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from loopx import __version__
+from loopx.checks import Credentials, Identity
 from loopx.errors import FieldProblem, RecordRejected, WorkspaceError
+from loopx.lane_state import LaneState
 from loopx.ledger import Ledger
+from loopx.profiles import packaged_profiles, parse_profile
 from loopx.store.file import FileStore, fsync_dir
 from loopx.tokens import new_token, token_digest
 
@@ -40,6 +43,11 @@ class Workspace:
     def store(self, **options: object) -> FileStore:
         """The workspace's file store (options as for :class:`FileStore`)."""
         return FileStore(self.dir, **options)  # type: ignore[arg-type]
+
+    @property
+    def lanes_dir(self) -> Path:
+        """The editable role profiles (``.loopx/lanes/``)."""
+        return self.dir / "lanes"
 
     def ledger(self, **options: object) -> Ledger:
         """A ledger over the workspace's store, using its checkpoint."""
@@ -130,19 +138,32 @@ def init_workspace(root: Path, goal_id: str) -> tuple[Workspace, str]:
     workspace = Workspace(root)
     store = workspace.store()
     store.create()
-    token = new_token()
     with store:
-        Ledger(store).append_genesis({
-            "format_version": FORMAT_VERSION,
-            "goal_id": goal_id,
-            "owner_token_sha256": token_digest(token),
-            "loopx_version": __version__,
-        }, agent_id=OWNER_AGENT)
+        token = bootstrap_log(Ledger(store), goal_id)
     _copy_lanes(wdir / "lanes")
     _write_atomic(wdir / ".gitignore", "# loopx workspace state is not versioned with the project\n*\n")
     _write_atomic(wdir / "workspace.json",
                   json.dumps({"format_version": FORMAT_VERSION, "store": "file"}, indent=2) + "\n")
     return workspace, token
+
+
+def bootstrap_log(ledger: Ledger, goal_id: str) -> str:
+    """Write an empty log's genesis record and the packaged role profiles; returns the owner
+    token (show it once). Any store backend works, so tests can bootstrap a memory store.
+
+    Raises:
+        WorkspaceError: the log already has records.
+    """
+    token = new_token()
+    ledger.append_genesis({
+        "format_version": FORMAT_VERSION,
+        "goal_id": goal_id,
+        "owner_token_sha256": token_digest(token),
+        "loopx_version": __version__,
+    }, agent_id=OWNER_AGENT)
+    record_profiles(ledger, Credentials(OWNER_AGENT, token), {
+        name: parse_profile(name, data) for name, data in packaged_profiles().items()})
+    return token
 
 
 def _check_goal_id(goal_id: str) -> None:
@@ -156,11 +177,35 @@ def _check_goal_id(goal_id: str) -> None:
         raise RecordRejected([FieldProblem("goal_id", exc.errors()[0]["msg"])]) from None
 
 
+def record_profiles(ledger: Ledger, creds: Credentials,
+                    profiles: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Record the profiles that differ from those in force, as one owner batch.
+
+    Returns the records written (none when nothing changed).
+
+    Raises:
+        RecordRejected: a profile names a role that will not exist.
+        Unauthorized, Forbidden: the writer is not the owner.
+    """
+    from loopx.profiles import check_references
+
+    def plan(lanes: LaneState, who: Identity, now: str) -> list[dict[str, Any]]:
+        current = {role: {k: v for k, v in p.items() if k != "seq"}
+                   for role, p in lanes["profiles"].items()}
+        check_references({p["role"]: p for p in profiles.values()}, set(current))
+        changed = [p for p in profiles.values() if current.get(p["role"]) != p]
+        if not changed:
+            return []
+        return ledger.prepare([{"schema_version": "lane_profile_v0", "payload": p}
+                               for p in sorted(changed, key=lambda p: p["role"])], who)
+
+    return ledger.write(creds, plan)
+
+
 def _copy_lanes(target: Path) -> None:
     target.mkdir(exist_ok=True)
-    for entry in resources.files("loopx.lanes").iterdir():
-        if entry.name.endswith(".toml"):
-            (target / entry.name).write_bytes(entry.read_bytes())
+    for name, data in packaged_profiles().items():
+        (target / name).write_bytes(data)
     fsync_dir(target)
 
 

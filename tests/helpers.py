@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from loopx.testing.lanes import Writer, executor_writer
+from loopx.workspace import find_workspace
 
 WORKER = Path(__file__).resolve().parent / "workers" / "append_worker.py"
 
@@ -29,14 +33,28 @@ class Acks:
         return acks
 
 
-def start_writer(workspace: Path, writer: str, *, appends: int = 0, max_batch: int = 5,
+def new_writer(workspace: Path, owner_token: str, agent_id: str) -> Writer:
+    """Register ``agent_id`` as an executor holding its own todo on a week-long lease."""
+    with find_workspace(workspace).store() as store:
+        from loopx.ledger import Ledger
+
+        return executor_writer(Ledger(store), owner_token, agent_id)
+
+
+def start_writer(workspace: Path, writer: Writer, *, appends: int = 0, max_batch: int = 5,
                  seed: int = 0, pad: int = 64) -> subprocess.Popen[str]:
-    """Start a writer process and wait until it has imported everything."""
+    """Start a writer process as ``writer`` and wait until it has imported everything.
+
+    The token travels in the environment (``LOOPX_TOKEN``), never on the command line.
+    """
+    assert writer.creds.token is not None
     proc = subprocess.Popen(
-        [sys.executable, str(WORKER), str(workspace), "--writer", writer,
+        [sys.executable, str(WORKER), str(workspace), "--writer", writer.creds.agent_id,
+         "--todo-id", writer.todo_id, "--epoch", str(writer.epoch),
          "--appends", str(appends), "--max-batch", str(max_batch), "--seed", str(seed),
          "--pad", str(pad)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "LOOPX_TOKEN": writer.creds.token})
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "READY"
     return proc

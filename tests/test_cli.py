@@ -13,20 +13,54 @@ import pytest
 from click.testing import CliRunner, Result
 
 from loopx.cli import cli
+from loopx.testing.lanes import Writer, executor_writer
+from loopx.workspace import find_workspace
 
-NOTE = '{"payload": {"event": "note", "detail": {"k": "v"}}}'
+Env = dict[str, str]
 
 
-def run(tmp_path: Path, *args: str, input: str | None = None) -> Result:
-    result = CliRunner().invoke(cli, ["-C", str(tmp_path), *args], input=input)
+def run(tmp_path: Path, *args: str, input: str | None = None, env: Env | None = None) -> Result:
+    result = CliRunner().invoke(cli, ["-C", str(tmp_path), *args], input=input, env=env)
     assert "Traceback" not in result.stdout + result.stderr, result.stderr
     return result
 
 
+def note(writer: Writer) -> str:
+    """A rollout_event_v0 draft tied to the writer's todo, as JSON text."""
+    return json.dumps(writer.tie({"payload": {"event": "note", "detail": {"k": "v"}}}))
+
+
+def new_writer(ws: Path, agent_id: str) -> Writer:
+    """Register ``agent_id`` as an executor holding its own todo; its token goes to a file."""
+    owner_token = (ws / "owner.token").read_text().strip()
+    with find_workspace(ws).store() as store:
+        from loopx.ledger import Ledger
+
+        writer = executor_writer(Ledger(store), owner_token, agent_id)
+    assert writer.creds.token is not None
+    (ws / f"{agent_id}.token").write_text(writer.creds.token + "\n")
+    return writer
+
+
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
-    assert run(tmp_path, "init", "--goal-id", "cli-test").exit_code == 0
+    """A fresh workspace (seq 1-6: genesis and the role profiles); owner token in owner.token."""
+    assert run(tmp_path, "init", "--goal-id", "cli-test", "--owner-token-file",
+               str(tmp_path / "owner.token")).exit_code == 0
     return tmp_path
+
+
+@pytest.fixture
+def writer(ws: Path) -> Writer:
+    """Executor agent-1 (seq 7-9: grant, todo, claim), holding its todo."""
+    return new_writer(ws, "agent-1")
+
+
+@pytest.fixture
+def as_writer(writer: Writer) -> Env:
+    """The environment that makes agent-1 the acting agent (LOOPX_AGENT_ID and LOOPX_TOKEN)."""
+    assert writer.creds.token is not None
+    return {"LOOPX_AGENT_ID": writer.creds.agent_id, "LOOPX_TOKEN": writer.creds.token}
 
 
 def test_init_shows_the_token_once_and_stores_only_its_digest(tmp_path: Path) -> None:
@@ -59,41 +93,47 @@ def test_invalid_goal_id_writes_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / ".loopx").exists()
 
 
-def test_append_log_show(ws: Path) -> None:
-    one = run(ws, "append", "-k", "rollout_event_v0", "-f", "-", "--json", input=NOTE)
+def test_append_log_show(ws: Path, writer: Writer, as_writer: Env) -> None:
+    # agent-1 from the environment (LOOPX_AGENT_ID, LOOPX_TOKEN); seq 1-9 are init and its setup
+    one = run(ws, "append", "-k", "rollout_event_v0", "-f", "-", "--json", input=note(writer),
+              env=as_writer)
     assert one.exit_code == 0
     appended = json.loads(one.stdout)
-    assert appended["head"]["seq"] == 2 and appended["records"][0]["seq"] == 2
-    batch = f"[{NOTE}, {NOTE}]"
+    assert appended["head"]["seq"] == 10 and appended["records"][0]["seq"] == 10
+    agent7 = new_writer(ws, "agent-7")  # seq 11-13
+    batch = f"[{note(agent7)}, {note(agent7)}]"
+    # agent-7 from the options, overriding the environment
     two = run(ws, "append", "-k", "rollout_event_v0", "-f", "-", "--agent-id", "agent-7",
-              input=batch)
-    assert two.exit_code == 0 and "seq 3-4" in two.stdout
+              "--token-file", str(ws / "agent-7.token"), input=batch, env=as_writer)
+    assert two.exit_code == 0 and "seq 14-15" in two.stdout
 
     lines = run(ws, "log", "--json").stdout.splitlines()
     records = [json.loads(line) for line in lines]
-    assert [r["seq"] for r in records] == [1, 2, 3, 4]
-    assert records[3]["agent_id"] == "agent-7"
-    assert [json.loads(x)["seq"] for x in run(ws, "log", "--json", "--since", "2").stdout.splitlines()] == [3, 4]
+    assert [r["seq"] for r in records] == list(range(1, 16))
+    assert records[9]["agent_id"] == "agent-1"
+    assert records[13]["agent_id"] == records[14]["agent_id"] == "agent-7"
+    assert [json.loads(x)["seq"] for x in run(ws, "log", "--json", "--since", "13").stdout.splitlines()] == [14, 15]
     assert len(run(ws, "log", "--json", "--limit", "1").stdout.splitlines()) == 1
     assert [json.loads(x)["seq"] for x in
             run(ws, "log", "--json", "-k", "workspace_v0").stdout.splitlines()] == [1]
     human = run(ws, "log").stdout.splitlines()
-    assert len(human) == 4 and "rollout_event_v0" in human[1]
+    assert len(human) == 15 and "rollout_event_v0" in human[9]
 
-    by_id = run(ws, "show", records[2]["record_id"], "--json")
-    assert json.loads(by_id.stdout) == records[2]
-    by_seq = run(ws, "show", "3", "--json")
-    assert json.loads(by_seq.stdout) == records[2]
+    by_id = run(ws, "show", records[13]["record_id"], "--json")
+    assert json.loads(by_id.stdout) == records[13]
+    by_seq = run(ws, "show", "14", "--json")
+    assert json.loads(by_seq.stdout) == records[13]
     missing = run(ws, "show", "rec_nope")
     assert missing.exit_code == 6 and "rec_nope" in missing.stderr
 
 
-def test_append_file_argument(ws: Path, tmp_path: Path) -> None:
+def test_append_file_argument(ws: Path, tmp_path: Path, writer: Writer, as_writer: Env) -> None:
     draft = tmp_path / "draft.json"
-    draft.write_text(json.dumps({"schema_version": "rollout_event_v0",
-                                 "payload": {"event": "started"}}))
-    assert run(ws, "append", "--file", str(draft)).exit_code == 0
-    assert run(ws, "append", "--file", str(tmp_path / "absent.json")).exit_code == 2
+    draft.write_text(json.dumps(writer.tie({"schema_version": "rollout_event_v0",
+                                            "payload": {"event": "started"}})))
+    assert run(ws, "append", "--file", str(draft), env=as_writer).exit_code == 0
+    assert run(ws, "append", "--file", str(tmp_path / "absent.json"),
+               env=as_writer).exit_code == 2
 
 
 @pytest.mark.parametrize(("text", "words"), [
@@ -104,33 +144,37 @@ def test_append_file_argument(ws: Path, tmp_path: Path) -> None:
     ('{"payload": {"event": "note", "colour": 1}}', "payload.colour: unknown field"),
     ("[]", "non-empty array"),
 ])
-def test_bad_input_is_refused_and_nothing_written(ws: Path, text: str, words: str) -> None:
+def test_bad_input_is_refused_and_nothing_written(ws: Path, as_writer: Env, text: str,
+                                                  words: str) -> None:
     before = (ws / ".loopx" / "log" / "000000000001.jsonl").read_bytes()
-    result = run(ws, "append", "-k", "rollout_event_v0", "-f", "-", input=text)
+    result = run(ws, "append", "-k", "rollout_event_v0", "-f", "-", input=text, env=as_writer)
     assert result.exit_code == 2
     assert words in result.stderr
     assert (ws / ".loopx" / "log" / "000000000001.jsonl").read_bytes() == before
 
 
-def test_errors_as_json(ws: Path) -> None:
+def test_errors_as_json(ws: Path, as_writer: Env) -> None:
     result = run(ws, "append", "-k", "rollout_event_v0", "-f", "-", "--json",
-                 input='{"payload": {"event": "bad"}}')
+                 input='{"payload": {"event": "bad"}}', env=as_writer)
     assert result.exit_code == 2
     error = json.loads(result.stdout)
     assert error["error"] == "invalid_record"
     assert error["problems"][0]["field"] == "payload.event"
 
 
-def test_unknown_kind_lists_known_ones(ws: Path) -> None:
-    result = run(ws, "append", "-k", "made_up_v0", "-f", "-", input='{"payload": {}}')
+def test_unknown_kind_lists_known_ones(ws: Path, as_writer: Env) -> None:
+    result = run(ws, "append", "-k", "made_up_v0", "-f", "-", input='{"payload": {}}',
+                 env=as_writer)
     assert result.exit_code == 2 and "unknown kind 'made_up_v0'" in result.stderr
     assert "research_contract_v0" in result.stderr
 
 
-def test_expect_seq_conflict(ws: Path) -> None:
+def test_expect_seq_conflict(ws: Path, writer: Writer, as_writer: Env) -> None:
+    # the head is at seq 9 (init and agent-1's setup)
     result = run(ws, "append", "-k", "rollout_event_v0", "-f", "-", "--expect-seq", "7",
-                 input=NOTE)
+                 input=note(writer), env=as_writer)
     assert result.exit_code == 4 and "not the expected 7" in result.stderr
+    assert "log is at seq 9" in result.stderr
 
 
 def test_no_workspace(tmp_path: Path) -> None:
@@ -171,7 +215,8 @@ def test_migrate_reports_current_format(ws: Path) -> None:
 def test_verify_json_shape(ws: Path) -> None:
     result = run(ws, "verify", "--json")
     report = json.loads(result.stdout)
-    assert report["ok"] is True and report["records"] == 1 and report["segments"] == 1
+    # init writes the genesis record and the 5 role profiles
+    assert report["ok"] is True and report["records"] == 6 and report["segments"] == 1
     assert set(report) == {"ok", "records", "segments", "head", "first_bad_seq", "problem",
                            "where", "notes", "anchor"}
 
@@ -179,7 +224,8 @@ def test_verify_json_shape(ws: Path) -> None:
 def test_schemas_export_and_check(tmp_path: Path) -> None:
     out = tmp_path / "s"
     result = CliRunner().invoke(cli, ["schemas", "export", "--out", str(out), "--json"])
-    assert result.exit_code == 0 and len(json.loads(result.stdout)["written"]) == 11
+    # 13 record kinds plus the draft schema
+    assert result.exit_code == 0 and len(json.loads(result.stdout)["written"]) == 14
     check = CliRunner().invoke(cli, ["schemas", "export", "--out", str(out), "--check"])
     assert check.exit_code == 0
     (out / "todo_item_v0.schema.json").write_text("{}")
@@ -223,10 +269,10 @@ def test_migrate_refuses_a_newer_format(ws: Path) -> None:
     ('{"payload": {"event": "note"}}'.encode("utf-16"), "not UTF-8"),
     ('{"payload": {"event": "note"}, "record_id": "rec_mine"}', "record_id: assigned by loopx"),
 ])
-def test_more_bad_input(ws: Path, data: str | bytes, words: str) -> None:
+def test_more_bad_input(ws: Path, as_writer: Env, data: str | bytes, words: str) -> None:
     source = ws / "draft.json"
     source.write_bytes(data.encode() if isinstance(data, str) else data)
-    result = run(ws, "append", "-k", "rollout_event_v0", "-f", str(source))
+    result = run(ws, "append", "-k", "rollout_event_v0", "-f", str(source), env=as_writer)
     assert result.exit_code == 2 and words in result.stderr
 
 

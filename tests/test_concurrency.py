@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from helpers import Acks, release, start_writer
+from helpers import Acks, new_writer, release, start_writer
 
 from loopx.verify import verify_store
 from loopx.workspace import find_workspace, init_workspace
@@ -15,8 +15,14 @@ APPENDS = 40
 
 
 def test_eight_processes_lose_nothing_and_interleave_nothing(tmp_path: Path) -> None:
-    init_workspace(tmp_path, "concurrency")
-    procs = [start_writer(tmp_path, f"w{i}", appends=APPENDS, seed=i) for i in range(WRITERS)]
+    _, owner_token = init_workspace(tmp_path, "concurrency")
+    # Each writer process is its own executor agent holding its own todo.
+    writers = [new_writer(tmp_path, owner_token, f"w{i}") for i in range(WRITERS)]
+    with find_workspace(tmp_path).store() as store:
+        setup = store.head().seq
+    assert setup == 6 + 3 * WRITERS  # init (genesis + 5 profiles), then grant, todo, claim each
+    procs = [start_writer(tmp_path, writer, appends=APPENDS, seed=i)
+             for i, writer in enumerate(writers)]
     for proc in procs:
         release(proc)
     acks = {}
@@ -29,7 +35,7 @@ def test_eight_processes_lose_nothing_and_interleave_nothing(tmp_path: Path) -> 
     store = find_workspace(tmp_path).store()
     records = [r for r, _ in store.read()]
     acked = sum(len(ids) for a in acks.values() for _, _, ids in a.batches)
-    assert len(records) == acked + 1  # plus the genesis record
+    assert len(records) == acked + setup  # plus the records written before the writers ran
     assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
     assert len({r["record_id"] for r in records}) == len(records)
     by_seq = {r["seq"]: r for r in records}
@@ -38,6 +44,7 @@ def test_eight_processes_lose_nothing_and_interleave_nothing(tmp_path: Path) -> 
             batch = [by_seq[s] for s in range(first, last + 1)]
             assert [r["record_id"] for r in batch] == ids
             assert {r["agent_id"] for r in batch} == {writer}
+            assert {(r["todo_id"], r["epoch"]) for r in batch} == {(f"{writer}-work", 1)}
             assert {r["batch_end"] for r in batch} == {last}
             sizes = {r["payload"]["detail"]["size"] for r in batch}
             assert sizes == {len(batch)}

@@ -11,6 +11,7 @@ from loopx.canonical import dumps, sha256_hex
 from loopx.errors import IntegrityError, NotFound, RecordRejected
 from loopx.store import FileStore
 from loopx.store.file import segment_name
+from loopx.testing.lanes import executor_writer
 from loopx.testing.store_conformance import unsealed
 from loopx.verify import VerifyReport
 from loopx.verify import verify_store as verify_workspace
@@ -87,20 +88,21 @@ def test_partial_batch_is_invisible_then_quarantined(tmp_path: Path) -> None:
 
 
 def test_corruption_mid_log_is_an_error_not_a_repair(tmp_path: Path) -> None:
-    workspace, _ = init_workspace(tmp_path, "corrupt")
+    workspace, owner_token = init_workspace(tmp_path, "corrupt")
     ledger = workspace.ledger()
-    ledger.append([{"payload": {"event": "note"}}] * 4, agent_id="a", lane_role="owner",
-                  kind="rollout_event_v0")
+    writer = executor_writer(ledger, owner_token, "a")  # seq 7-9, after init's seq 1-6
+    note = writer.tie({"payload": {"event": "note"}})
+    [first, *_] = ledger.append([note] * 4, creds=writer.creds, kind="rollout_event_v0")
+    assert first["seq"] == 10
     segment = active_segment(workspace.store())
     lines = segment.read_bytes().splitlines(keepends=True)
-    lines[2] = b"this is not json\n"
+    lines[10] = b"this is not json\n"  # seq 11: the second record of the batch of four
     segment.write_bytes(b"".join(lines))
     with pytest.raises(IntegrityError) as err:
         list(FileStore(workspace.dir).read())
-    assert err.value.seq == 3
+    assert err.value.seq == 11
     with pytest.raises(IntegrityError):
-        workspace.ledger().append({"payload": {"event": "note"}}, agent_id="a",
-                                  lane_role="owner", kind="rollout_event_v0")
+        workspace.ledger().append(note, creds=writer.creds, kind="rollout_event_v0")
     assert segment.read_bytes() == b"".join(lines)
     assert list((workspace.dir / "quarantine").iterdir()) == []
 

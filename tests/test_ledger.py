@@ -9,11 +9,21 @@ from typing import Any
 import pytest
 
 from loopx.checkpoint import load_checkpoint, save_checkpoint
+from loopx.checks import Credentials
 from loopx.errors import ConflictError, WorkspaceError
 from loopx.fold import KernelReducer, State, advance, fold_version
+from loopx.lane_state import LanesReducer
 from loopx.ledger import Ledger
 from loopx.store import FileStore, MemoryStore
+from loopx.testing.lanes import Writer, executor_writer
+from loopx.tokens import new_token
 from loopx.workspace import init_workspace
+
+# init writes the genesis record and 5 role profiles (seq 1-6); the writer's grant, its todo and
+# its claim follow (seq 7-9). The notes a test appends start after these.
+SETUP = 9
+SETUP_KINDS = {"workspace_v0": 1, "lane_profile_v0": 5, "agent_grant_v0": 1, "todo_item_v0": 1,
+               "auto_research_lane_claim_v1": 1}
 
 
 class CountingStore(FileStore):
@@ -27,19 +37,22 @@ class CountingStore(FileStore):
             yield entry
 
 
-def note(n: int) -> dict[str, Any]:
-    return {"payload": {"event": "note", "detail": {"n": n}}}
+def note(writer: Writer, n: int) -> dict[str, Any]:
+    return writer.tie({"payload": {"event": "note", "detail": {"n": n}}})
 
 
-def build(tmp_path: Path, records: int, *, every: int = 100) -> Path:
-    workspace, _ = init_workspace(tmp_path, "ledger-test")
+def build(tmp_path: Path, records: int, *, every: int = 100) -> tuple[Path, Writer]:
+    """A workspace with ``records`` notes after the setup; its .loopx dir and the writer."""
+    workspace, owner_token = init_workspace(tmp_path, "ledger-test")
     ledger = Ledger(workspace.store(), checkpoint_path=workspace.dir / "checkpoints" / "state.json",
                     checkpoint_every=every)
+    writer = executor_writer(ledger, owner_token, "a")
+    assert ledger.store.head().seq == SETUP
     for start in range(0, records, 50):
-        ledger.append([note(n) for n in range(start, min(start + 50, records))],
-                      agent_id="a", lane_role="owner", kind="rollout_event_v0")
+        ledger.append([note(writer, n) for n in range(start, min(start + 50, records))],
+                      creds=writer.creds, kind="rollout_event_v0")
     ledger.state()
-    return workspace.dir
+    return workspace.dir, writer
 
 
 def reopen(wdir: Path, **options: Any) -> Ledger:
@@ -48,26 +61,27 @@ def reopen(wdir: Path, **options: Any) -> Ledger:
 
 
 def test_state_counts_kinds_and_knows_the_goal(tmp_path: Path) -> None:
-    wdir = build(tmp_path, 120)
+    wdir, _ = build(tmp_path, 120)
     state = reopen(wdir).state()
     assert state["kernel"]["goal_id"] == "ledger-test"
-    assert state["kernel"]["kinds"] == {"workspace_v0": 1, "rollout_event_v0": 120}
-    assert state.seq == 121
+    assert state["kernel"]["kinds"] == {**SETUP_KINDS, "rollout_event_v0": 120}
+    assert state.seq == SETUP + 120
 
 
 def test_new_process_reads_only_the_tail(tmp_path: Path) -> None:
-    wdir = build(tmp_path, 450, every=100)
+    wdir, writer = build(tmp_path, 450, every=100)
     checkpoint = json.loads((wdir / "checkpoints" / "state.json").read_text())
     saved = checkpoint["cursor"]["seq"]
-    assert 351 <= saved <= 451
+    assert SETUP + 350 <= saved <= SETUP + 450
     ledger = reopen(wdir)
-    ledger.append([note(1), note(2)], agent_id="a", lane_role="owner", kind="rollout_event_v0")
+    ledger.append([note(writer, 1), note(writer, 2)], creds=writer.creds,
+                  kind="rollout_event_v0")
     CountingStore.served = 0
     fresh = reopen(wdir, checkpoint_every=10**9)
     state = fresh.state()
     assert fresh.checkpoint_status == "checkpoint used"
-    assert CountingStore.served == 453 - saved
-    assert state.seq == 453
+    assert CountingStore.served == SETUP + 452 - saved
+    assert state.seq == SETUP + 452
 
 
 def full_rebuild(wdir: Path) -> State:
@@ -79,7 +93,7 @@ def full_rebuild(wdir: Path) -> State:
 @pytest.mark.parametrize("damage", ["delete", "wrong_hash", "wrong_version", "garbage",
                                     "beyond_head"])
 def test_checkpoint_that_disagrees_is_rebuilt(tmp_path: Path, damage: str) -> None:
-    wdir = build(tmp_path, 300)
+    wdir, _ = build(tmp_path, 300)
     path = wdir / "checkpoints" / "state.json"
     data = json.loads(path.read_text())
     data["state"]["kernel"]["records"] = 999_999  # a lie the log must override
@@ -100,7 +114,7 @@ def test_checkpoint_that_disagrees_is_rebuilt(tmp_path: Path, damage: str) -> No
     state = fresh.state()
     assert fresh.checkpoint_status != "checkpoint used"
     assert state.parts == full_rebuild(wdir).parts
-    assert state["kernel"]["records"] == 301
+    assert state["kernel"]["records"] == SETUP + 300
 
 
 def test_checkpoint_is_plain_json_with_fold_version(tmp_path: Path) -> None:
@@ -112,7 +126,8 @@ def test_checkpoint_is_plain_json_with_fold_version(tmp_path: Path) -> None:
     path = tmp_path / "cp.json"
     save_checkpoint(path, state, fold_version())
     data = json.loads(path.read_text())
-    assert data["fold_version"] == fold_version() == f"kernel:{KernelReducer.version}"
+    assert data["fold_version"] == fold_version() == (
+        f"kernel:{KernelReducer.version},lanes:{LanesReducer.version}")
     loaded, status = load_checkpoint(path, store, fold_version())
     assert status == "checkpoint used" and loaded is not None
     assert loaded.parts == state.parts and loaded.cursor == state.cursor
@@ -121,7 +136,8 @@ def test_checkpoint_is_plain_json_with_fold_version(tmp_path: Path) -> None:
 def test_append_needs_a_genesis_record_and_genesis_only_once() -> None:
     ledger = Ledger(MemoryStore())
     with pytest.raises(WorkspaceError):
-        ledger.append(note(1), agent_id="a", lane_role="owner", kind="rollout_event_v0")
+        ledger.append({"payload": {"event": "note"}}, creds=Credentials("owner", new_token()),
+                      kind="rollout_event_v0")
     genesis = {"format_version": 1, "goal_id": "g", "owner_token_sha256": "0" * 64,
                "loopx_version": "t"}
     ledger.append_genesis(genesis, agent_id="owner")
@@ -130,11 +146,11 @@ def test_append_needs_a_genesis_record_and_genesis_only_once() -> None:
 
 
 def test_expect_seq_through_the_ledger(tmp_path: Path) -> None:
-    wdir = build(tmp_path, 3)
+    wdir, writer = build(tmp_path, 3)
     ledger = reopen(wdir)
     with pytest.raises(ConflictError):
-        ledger.append(note(9), agent_id="a", lane_role="owner", kind="rollout_event_v0",
+        ledger.append(note(writer, 9), creds=writer.creds, kind="rollout_event_v0",
                       expect_seq=1)
-    [record] = ledger.append(note(9), agent_id="a", lane_role="owner", kind="rollout_event_v0",
-                             expect_seq=4)
-    assert record["seq"] == 5
+    [record] = ledger.append(note(writer, 9), creds=writer.creds, kind="rollout_event_v0",
+                             expect_seq=SETUP + 3)
+    assert record["seq"] == SETUP + 4

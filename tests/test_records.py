@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loopx.errors import RecordRejected
+from loopx.agents import register_agent
+from loopx.checks import Credentials
+from loopx.claims import should_run
+from loopx.errors import Forbidden, RecordRejected, Refused, StaleLease, Unauthorized
 from loopx.ledger import Ledger
 from loopx.records import KINDS, kind_names
 from loopx.store import MemoryStore
+from loopx.testing.lanes import LONG_LEASE, executor_writer
+from loopx.todos import add_todos
+from loopx.workspace import bootstrap_log
 
 VALID: dict[str, dict[str, Any]] = {
     "research_contract_v0": {
@@ -42,27 +49,120 @@ VALID: dict[str, dict[str, Any]] = {
     "todo_event_v0": {"event": "heartbeat"},
     "rollout_event_v0": {"event": "started"},
 }
+OWNER_VALID: dict[str, dict[str, Any]] = {
+    "lane_profile_v0": {"role": "scribe", "capability_token": "scribe", "actions": ["take_notes"],
+                        "write_scope": {"rollout_event_v0": ["record"]}},
+    "agent_grant_v0": {"agent_id": "a9", "role": "research_curator", "token_sha256": "0" * 64},
+    # grant_id must name a live grant; test_every_owner_kind_has_a_valid_example fills it in
+    "agent_revocation_v0": {"agent_id": "a9", "grant_id": "rec_0", "reason": "done"},
+}
 AGENT_KINDS = sorted(k for k, spec in KINDS.items() if spec.written_by == "agents")
+OWNER_KINDS = sorted(k for k, spec in KINDS.items() if spec.written_by == "owner")
+WRITE_REFUSALS = (Forbidden, Refused, StaleLease, Unauthorized)
 
 
-def fresh_ledger() -> Ledger:
+@dataclass
+class Lanes:
+    """A bootstrapped memory ledger with one agent able to write each kind, holding a todo."""
+
+    ledger: Ledger
+    writers: dict[str, Credentials]  # kind -> who writes it
+    envelopes: dict[str, dict[str, Any]]  # kind -> the todo_id/epoch its drafts are tied to
+
+
+def agent(ledger: Ledger, owner: Credentials, agent_id: str, role: str) -> Credentials:
+    _, token = register_agent(ledger, owner, agent_id, role)
+    return Credentials(agent_id, token)
+
+
+def fresh_ledger() -> Lanes:
+    """Genesis and the packaged profiles, then agents of every role the examples need.
+
+    The executor holds a todo (rollout events, evidence packets, heartbeats); proposer ``a1``
+    (the examples' ``claimed_by``) holds one for its hypotheses; ``claimer`` has an open todo
+    assigned to it that should-run selects, for the claim example (lease 60 s, as the claim).
+    """
     ledger = Ledger(MemoryStore())
-    ledger.append_genesis({"format_version": 1, "goal_id": "g", "owner_token_sha256": "0" * 64,
-                           "loopx_version": "test"}, agent_id="owner")
-    return ledger
+    owner_token = bootstrap_log(ledger, "g")
+    owner = Credentials("owner", owner_token)
+    executor = executor_writer(ledger, owner_token, "executor")
+    proposer = agent(ledger, owner, "a1", "hypothesis_proposer")
+    claimer = agent(ledger, owner, "claimer", "research_executor")
+    add_todos(ledger, owner, [
+        {"todo_id": "a1-work", "title": "propose", "role": "hypothesis_proposer",
+         "action_kind": "propose_hypothesis", "assigned_to": "a1",
+         "lease_ttl_seconds": LONG_LEASE},
+        {"todo_id": "claimer-work", "title": "run", "role": "research_executor",
+         "action_kind": "run_dev_eval", "assigned_to": "claimer", "lease_ttl_seconds": 60.0}])
+    assert should_run(ledger, "a1", claim=True, creds=proposer)["claimed"]
+    tied = executor.tie({})
+    writers = {
+        "research_contract_v0": agent(ledger, owner, "curator", "research_curator"),
+        "research_hypothesis_v0": proposer,
+        "auto_research_evidence_packet_v0": executor.creds,
+        "research_evidence_event_v0": agent(ledger, owner, "evaluator", "evaluator_promoter"),
+        "todo_item_v0": proposer,
+        "auto_research_lane_claim_v1": claimer,
+        "todo_event_v0": executor.creds,
+        "rollout_event_v0": executor.creds,
+        **dict.fromkeys(OWNER_KINDS, owner),
+    }
+    envelopes = {
+        "research_hypothesis_v0": {"todo_id": "a1-work", "epoch": 1},
+        "auto_research_evidence_packet_v0": tied,
+        "auto_research_lane_claim_v1": {"todo_id": "claimer-work", "epoch": 1},
+        "todo_event_v0": tied,
+        "rollout_event_v0": tied,
+    }
+    return Lanes(ledger, writers, envelopes)
 
 
-def append(ledger: Ledger, docs: Any, kind: str | None = None) -> list[dict[str, Any]]:
-    return ledger.append(docs, agent_id="a1", lane_role="owner", kind=kind)
+def kind_of(docs: Any) -> Any:
+    first = docs[0] if isinstance(docs, list) and docs else docs
+    return first.get("schema_version") if isinstance(first, dict) else None
+
+
+def append(lanes: Lanes, docs: Any, kind: str | None = None) -> list[dict[str, Any]]:
+    """Append as the agent that writes the kind, each draft tied to its todo if the kind is
+    todo-bound (a draft that sets todo_id or epoch itself keeps them)."""
+    name = kind or kind_of(docs)
+    name = name if isinstance(name, str) else None
+    creds = lanes.writers.get(name or "", lanes.writers["rollout_event_v0"])
+    envelope = lanes.envelopes.get(name or "", {})
+
+    def tie(doc: Any) -> Any:
+        return {**envelope, **doc} if isinstance(doc, dict) else doc
+
+    tied = [tie(d) for d in docs] if isinstance(docs, list) else tie(docs)
+    return lanes.ledger.append(tied, creds=creds, kind=kind)
+
+
+def head(lanes: Lanes) -> int:
+    return lanes.ledger.store.head().seq
 
 
 def test_every_agent_kind_has_a_valid_example() -> None:
     assert sorted(VALID) == AGENT_KINDS
-    ledger = fresh_ledger()
+    lanes = fresh_ledger()
     for kind in AGENT_KINDS:
-        [record] = append(ledger, {"payload": VALID[kind]}, kind)
+        [record] = append(lanes, {"payload": VALID[kind]}, kind)
         assert record["schema_version"] == kind
         assert record["visibility"] == KINDS[kind].visibility
+        assert record["agent_id"] == lanes.writers[kind].agent_id
+
+
+def test_every_owner_kind_has_a_valid_example() -> None:
+    assert sorted(OWNER_VALID) == OWNER_KINDS
+    lanes = fresh_ledger()
+    records = {}
+    for kind in ("lane_profile_v0", "agent_grant_v0", "agent_revocation_v0"):
+        payload = copy.deepcopy(OWNER_VALID[kind])
+        if kind == "agent_revocation_v0":
+            payload["grant_id"] = records["agent_grant_v0"]["record_id"]
+        [records[kind]] = append(lanes, {"payload": payload}, kind)
+        assert records[kind]["schema_version"] == kind
+        assert records[kind]["visibility"] == KINDS[kind].visibility
+        assert records[kind]["agent_id"] == "owner"
 
 
 @pytest.mark.parametrize(("kind", "mutate", "field"), [
@@ -82,13 +182,14 @@ def test_every_agent_kind_has_a_valid_example() -> None:
     ("todo_event_v0", lambda p: p.update(event="exploded"), "payload.event"),
 ])
 def test_refusals_name_the_field(kind: str, mutate: Any, field: str) -> None:
-    ledger = fresh_ledger()
+    lanes = fresh_ledger()
+    before = head(lanes)
     payload = copy.deepcopy(VALID[kind])
     mutate(payload)
     with pytest.raises(RecordRejected) as err:
-        append(ledger, {"payload": payload}, kind)
+        append(lanes, {"payload": payload}, kind)
     assert field in err.value.fields
-    assert ledger.store.head().seq == 1
+    assert head(lanes) == before
 
 
 @pytest.mark.parametrize(("doc", "field"), [
@@ -104,29 +205,30 @@ def test_refusals_name_the_field(kind: str, mutate: Any, field: str) -> None:
     ({}, "payload"),
 ])
 def test_envelope_refusals_name_the_field(doc: dict[str, Any], field: str) -> None:
-    ledger = fresh_ledger()
+    lanes = fresh_ledger()
     with pytest.raises(RecordRejected) as err:
-        append(ledger, doc, "rollout_event_v0")
+        append(lanes, doc, "rollout_event_v0")
     assert field in err.value.fields
 
 
 def test_unknown_kind_and_store_kinds_are_refused() -> None:
-    ledger = fresh_ledger()
+    lanes = fresh_ledger()
     with pytest.raises(RecordRejected, match="unknown kind 'nonsense_v0'"):
-        append(ledger, {"payload": {}}, "nonsense_v0")
+        append(lanes, {"payload": {}}, "nonsense_v0")
     for kind in ("workspace_v0", "store_repair_v0"):
         with pytest.raises(RecordRejected, match="written only by loopx"):
-            append(ledger, {"payload": {}}, kind)
+            append(lanes, {"payload": {}}, kind)
 
 
 def test_one_bad_record_refuses_the_whole_batch() -> None:
-    ledger = fresh_ledger()
+    lanes = fresh_ledger()
+    before = head(lanes)
     batch = [{"payload": {"event": "note"}}, {"payload": {"event": "bogus"}},
              {"payload": {"event": "note"}, "seq": 1}]
     with pytest.raises(RecordRejected) as err:
-        append(ledger, batch, "rollout_event_v0")
+        append(lanes, batch, "rollout_event_v0")
     assert err.value.fields == ["[1].payload.event", "[2].seq"]
-    assert ledger.store.head().seq == 1
+    assert head(lanes) == before
 
 
 json_values = st.recursive(
@@ -135,7 +237,8 @@ json_values = st.recursive(
     | st.dictionaries(st.text(max_size=12), children, max_size=4),
     max_leaves=20,
 )
-payload_field_names = st.sampled_from(sorted({f for v in VALID.values() for f in v} | {"x"}))
+EXAMPLES = {**VALID, **OWNER_VALID}
+payload_field_names = st.sampled_from(sorted({f for v in EXAMPLES.values() for f in v} | {"x"}))
 
 
 @st.composite
@@ -143,8 +246,8 @@ def documents(draw: st.DrawFn) -> Any:
     """Arbitrary JSON, and valid drafts with random fields replaced by arbitrary JSON."""
     if draw(st.booleans()):
         return draw(json_values)
-    kind = draw(st.sampled_from(AGENT_KINDS))
-    payload = copy.deepcopy(VALID[kind])
+    kind = draw(st.sampled_from(AGENT_KINDS + OWNER_KINDS))
+    payload = copy.deepcopy(EXAMPLES[kind])
     for _ in range(draw(st.integers(0, 3))):
         payload[draw(payload_field_names)] = draw(json_values)
     doc: dict[str, Any] = {"schema_version": kind, "payload": payload}
@@ -156,14 +259,23 @@ def documents(draw: st.DrawFn) -> Any:
 
 @given(documents())
 def test_arbitrary_json_is_accepted_whole_or_refused_by_field(doc: Any) -> None:
-    ledger = fresh_ledger()
+    lanes = fresh_ledger()
+    ledger = lanes.ledger
     before = ledger.store.lines()  # type: ignore[attr-defined]
     try:
-        records = append(ledger, doc)
+        records = append(lanes, doc)
     except RecordRejected as err:
         assert err.problems, "a refusal must say what is wrong"
         assert all(p.field and p.problem for p in err.problems)
         assert ledger.store.lines() == before  # type: ignore[attr-defined]
+    except WRITE_REFUSALS:
+        # A well-formed draft a write rule refuses (a duplicate todo, a second claim, a todo
+        # the writer does not hold...): nothing written, and the drafts themselves were valid.
+        assert ledger.store.lines() == before  # type: ignore[attr-defined]
+        name = kind_of(doc)
+        creds = lanes.writers.get(name if isinstance(name, str) else "",
+                                  lanes.writers["rollout_event_v0"])
+        ledger.prepare(doc, ledger.identify(creds))
     else:
         expected = len(doc) if isinstance(doc, list) else 1
         assert len(records) == expected
@@ -181,26 +293,27 @@ def test_kind_names_cover_the_lane_contract() -> None:
 def test_tokens_are_never_written_into_records(where: str) -> None:
     from loopx.tokens import new_token
 
-    ledger = fresh_ledger()
+    lanes = fresh_ledger()
+    before = head(lanes)
     token = new_token()
     detail: dict[str, Any] = ({"note": f"my token is {token}"} if where.endswith("note")
                               else {"nested": [token]})
     with pytest.raises(RecordRejected) as err:
-        append(ledger, {"payload": {"event": "note", "detail": detail}}, "rollout_event_v0")
+        append(lanes, {"payload": {"event": "note", "detail": detail}}, "rollout_event_v0")
     assert err.value.fields == [where]
     assert token not in str(err.value)
-    assert ledger.store.head().seq == 1
+    assert head(lanes) == before
     claim = {"capability_token": token, "lease_ttl_seconds": 60.0}
     with pytest.raises(RecordRejected):
-        append(ledger, {"payload": claim}, "auto_research_lane_claim_v1")
+        append(lanes, {"payload": claim}, "auto_research_lane_claim_v1")
 
 
 def test_a_token_used_as_a_key_is_refused_without_echoing_it() -> None:
     from loopx.tokens import new_token
 
-    ledger = fresh_ledger()
+    lanes = fresh_ledger()
     token = new_token()
     with pytest.raises(RecordRejected) as err:
-        append(ledger, {"payload": {"event": "note", "detail": {token: 1}}}, "rollout_event_v0")
+        append(lanes, {"payload": {"event": "note", "detail": {token: 1}}}, "rollout_event_v0")
     assert err.value.fields == ["payload.detail.<key holding a token>"]
     assert token not in str(err.value)

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from loopx.cli import cli
 from loopx.ledger import Ledger
 from loopx.store import FileStore
+from loopx.testing.lanes import executor_writer
 from loopx.verify import Anchor, verify_store
 from loopx.workspace import init_workspace
 
@@ -19,14 +20,20 @@ Lines = list[bytes]
 
 
 def build(tmp_path: Path) -> FileStore:
-    """A workspace of 31 records over several small segments."""
-    workspace, _ = init_workspace(tmp_path, "tamper")
+    """A workspace of 39 records over several small segments.
+
+    Seq 1-6 are written by init (genesis, 5 role profiles), 7-9 set up the writer (grant, todo,
+    claim), and 10-39 are ten batches of three notes (10-12, 13-15, ..., 37-39).
+    """
+    workspace, owner_token = init_workspace(tmp_path, "tamper")
     ledger = Ledger(FileStore(workspace.dir, segment_bytes=4000))
+    writer = executor_writer(ledger, owner_token, "a")
     for n in range(10):
-        ledger.append([{"payload": {"event": "note", "detail": {"n": n, "i": i}}}
-                       for i in range(3)], agent_id="a", lane_role="owner",
-                      kind="rollout_event_v0")
-    return FileStore(workspace.dir)
+        ledger.append([writer.tie({"payload": {"event": "note", "detail": {"n": n, "i": i}}})
+                       for i in range(3)], creds=writer.creds, kind="rollout_event_v0")
+    store = FileStore(workspace.dir)
+    assert store.head().seq == 39
+    return store
 
 
 def all_lines(store: FileStore) -> list[tuple[Path, int, bytes]]:
@@ -70,13 +77,15 @@ def reorder_keys(lines: Lines, i: int) -> None:
     lines[i] = json.dumps(dict(reversed(record.items())), separators=(",", ":")).encode() + b"\n"
 
 
+# Seq 19 is the first record of the fourth batch of notes (seq 11 before init wrote profiles
+# and the writer was set up); seq 10 is the first note, right after the setup records.
 @pytest.mark.parametrize(("change", "seq", "words"), [
-    (edit_byte, 11, "edited in place"),
-    (remove, 11, "removed or reordered"),
-    (swap, 11, "removed or reordered"),
-    (reserialize, 11, "canonical"),
-    (reorder_keys, 11, "canonical"),
-    (edit_byte, 2, "edited in place"),
+    (edit_byte, 19, "edited in place"),
+    (remove, 19, "removed or reordered"),
+    (swap, 19, "removed or reordered"),
+    (reserialize, 19, "canonical"),
+    (reorder_keys, 19, "canonical"),
+    (edit_byte, 10, "edited in place"),
 ])
 def test_tampering_names_the_first_bad_seq(tmp_path: Path, change: Callable[[Lines, int], None],
                                            seq: int, words: str) -> None:
@@ -105,9 +114,9 @@ def test_edit_with_recomputed_hash_breaks_the_next_link(tmp_path: Path) -> None:
         record["hash"] = record_hash(record)
         lines[i] = dumps(record) + b"\n"
 
-    rewrite(store, 11, forge)
+    rewrite(store, 19, forge)
     report = verify_store(FileStore(store.dir))
-    assert report.first_bad_seq == 12 and "chain is broken" in (report.problem or "")
+    assert report.first_bad_seq == 20 and "chain is broken" in (report.problem or "")
 
 
 def test_truncation_is_caught_only_with_an_anchor(tmp_path: Path) -> None:
@@ -135,8 +144,8 @@ def test_truncation_is_caught_only_with_an_anchor(tmp_path: Path) -> None:
 
 def test_anchor_with_a_different_hash_fails(tmp_path: Path) -> None:
     store = build(tmp_path)
-    report = verify_store(store, Anchor(5, "e" * 64))
-    assert not report.ok and report.first_bad_seq == 5
+    report = verify_store(store, Anchor(13, "e" * 64))
+    assert not report.ok and report.first_bad_seq == 13
 
 
 def test_bad_anchor_syntax_is_a_usage_error(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from loopx.records.contract import ResearchContractV0
 from loopx.records.envelope import STORE_FIELDS, Draft, Envelope
 from loopx.records.evidence import AutoResearchEvidencePacketV0, ResearchEvidenceEventV0
 from loopx.records.hypothesis import ResearchHypothesisV0
+from loopx.records.lanes import AgentGrantV0, AgentRevocationV0, LaneProfileV0
 from loopx.records.rollout import RolloutEventV0
 from loopx.records.system import StoreRepairV0, WorkspaceV0
 from loopx.records.todo import AutoResearchLaneClaimV1, TodoEventV0, TodoItemV0
@@ -29,7 +30,7 @@ class KindSpec:
     model: type[Model]
     visibility: Literal["public", "private"]
     provenance: Literal["observed", "computed", "self_reported", "claimed"]
-    written_by: Literal["agents", "init", "store"]
+    written_by: Literal["agents", "owner", "init", "store"]
     summary: str
 
 
@@ -54,7 +55,16 @@ _SPECS = (
              "a todo lifecycle step: heartbeat, release, completion, failure, expiry"),
     KindSpec("rollout_event_v0", RolloutEventV0, "public", "observed", "agents",
              "an executor's rollout step"),
+    KindSpec("lane_profile_v0", LaneProfileV0, "public", "self_reported", "owner",
+             "a role profile: scope, actions, lease timing, successor rules"),
+    KindSpec("agent_grant_v0", AgentGrantV0, "private", "observed", "owner",
+             "the owner grants an agent a role; its record id is the capability id"),
+    KindSpec("agent_revocation_v0", AgentRevocationV0, "private", "observed", "owner",
+             "the owner revokes an agent's grant"),
 )
+
+# A writer may lower a record's provenance below its kind's default, never raise it.
+_PROVENANCE_RANK = {"claimed": 0, "self_reported": 1, "observed": 2, "computed": 2}
 KINDS: dict[str, KindSpec] = {spec.name: spec for spec in _SPECS}
 
 
@@ -97,6 +107,7 @@ class Author:
     agent_id: str | None = None
     lane_role: str | None = None
     capability: str | None = None
+    authenticated: bool = False
 
 
 def new_record_id() -> str:
@@ -105,7 +116,7 @@ def new_record_id() -> str:
 
 
 def prepare(doc: Any, author: Author, *, kind: str | None = None, where: str = "",
-            allow: frozenset[str] = frozenset({"agents"})) -> dict[str, Any]:
+            allow: frozenset[str] = frozenset({"agents", "owner"})) -> dict[str, Any]:
     """Check one submitted draft and return the unsealed record (every field but the store's).
 
     Raises:
@@ -142,6 +153,16 @@ def prepare(doc: Any, author: Author, *, kind: str | None = None, where: str = "
         raise RecordRejected(pydantic_problems(exc, join_path(where, "payload"))) from None
     goal_id = draft.goal_id or author.goal_id
     missing = []
+    for field in ("agent_id", "lane_role", "capability"):
+        given, own = getattr(draft, field), getattr(author, field)
+        if author.authenticated and given is not None and given != own:
+            missing.append(FieldProblem(join_path(where, field),
+                                        f"is {given!r} but the writer is {own!r}; leave it out"))
+    if (draft.provenance is not None
+            and _PROVENANCE_RANK[draft.provenance] > _PROVENANCE_RANK[spec.provenance]):
+        missing.append(FieldProblem(join_path(where, "provenance"),
+                                    f"{draft.provenance!r} is stronger than {name}'s "
+                                    f"{spec.provenance!r}; a writer may only lower it"))
     if goal_id != author.goal_id:
         missing.append(FieldProblem(join_path(where, "goal_id"),
                                     f"this workspace holds goal {author.goal_id!r}, not {goal_id!r}"))

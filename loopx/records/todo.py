@@ -46,6 +46,10 @@ class AutoResearchLaneClaimV1(Model):
     blocked_by: list[Identifier] = []
     lease_ttl_seconds: Seconds
     context: dict[str, JsonValue] = {}
+    via: Literal["should_run", "explicit"] = Field(
+        default="should_run",
+        description="should_run: the todo should-run selected for this agent in the same locked "
+                    "step; explicit: `loopx todo claim ID`")
 
 
 class TodoEventV0(Model):

@@ -19,7 +19,7 @@ MAX_RECORD_BYTES = 64 * 1024
 MAX_BATCH_BYTES = 1024 * 1024
 
 Record = dict[str, Any]
-BatchBuilder = Callable[["Cursor"], Sequence["Record | Encoded"]]
+BatchBuilder = Callable[["Cursor", str], Sequence["Record | Encoded"]]
 Clock = Callable[[], str]
 
 
@@ -118,13 +118,18 @@ class Sealed:
     head_ts: str
 
 
+def batch_ts(head: Cursor, now: str) -> str:
+    """The ``ts`` a batch committed after ``head`` gets: the clock, never earlier than the head."""
+    return now if head.ts is None or now > head.ts else head.ts
+
+
 def seal(batches: Sequence[Sequence[Record | Encoded]], head: Cursor, now: str) -> Sealed:
     """Assign store fields to one or more batches committed together; check the size limits.
 
     Raises:
         RecordRejected: a record over 64 KiB or a batch over 1 MiB; nothing is written.
     """
-    ts = now if head.ts is None or now > head.ts else head.ts
+    ts = batch_ts(head, now)
     ts_item = b'"ts":' + dumps(ts)
     seq, prev = head.seq, head.hash
     out: list[Record] = []
@@ -180,9 +185,9 @@ class Store(ABC):
                expect_seq: int | None = None) -> list[Record]:
         """Commit one batch atomically and durably; return the sealed records.
 
-        ``batch`` is either unsealed records or a function of the committed head, called under
-        the lock, that returns them (so checks against current state and the write are one
-        step). With ``expect_seq``, commit only if the head is still at that sequence number.
+        ``batch`` is either unsealed records or a function of the committed head and the ``ts``
+        the batch will carry, called under the lock, that returns them (so checks against
+        current state and the store's time, and the write, are one step). With ``expect_seq``, commit only if the head is still at that sequence number.
 
         Raises:
             ConflictError: the head moved past ``expect_seq``.
@@ -210,6 +215,14 @@ class Store(ABC):
     def raw_segments(self) -> Iterator[tuple[str, int | None, bytes]]:
         """The stored bytes as (name, first seq or None, bytes) per segment, in log order,
         unparsed, for ``verify``."""
+
+    def now(self) -> str:
+        """The store's clock reading (what an append made now would be stamped with, before
+        the never-go-back rule); queries use it so tests and writes share one clock."""
+        from loopx.canonical import now_ts
+
+        clock = getattr(self, "_clock", None)
+        return clock() if clock is not None else now_ts()
 
     def get(self, seq: int) -> Record:
         """The committed record with ``seq``.

@@ -28,6 +28,7 @@ from loopx.store.base import (
     Encoded,
     Record,
     Store,
+    batch_ts,
     encode,
     seal,
 )
@@ -315,7 +316,8 @@ class FileStore(Store):
         if expect_seq is not None and head.seq != expect_seq:
             raise ConflictError(f"log is at seq {head.seq}, not the expected {expect_seq}",
                                 hint="re-read the log and retry")
-        records = batch(head) if callable(batch) else batch
+        now = batch_ts(head, self._clock())
+        records = batch(head, now) if callable(batch) else batch
         if not records:
             return -1, records, []
         if seg is None:
@@ -328,7 +330,7 @@ class FileStore(Store):
         if size > committed_end:
             torn = self._read_range(seg, committed_end, size)
             batches.append([_repair_record(seg, committed_end, torn, records[0])])
-        sealed = seal(batches, head, self._clock())  # may refuse the batch: nothing touched yet
+        sealed = seal(batches, head, now)  # may refuse the batch: nothing touched yet
         if torn:
             self._quarantine(seg, fd, committed_end, torn)
             size = committed_end

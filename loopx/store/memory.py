@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 
 from loopx.canonical import now_ts
 from loopx.errors import ConflictError, NotFound
-from loopx.store.base import BatchBuilder, Clock, Cursor, Encoded, Record, Store, seal
+from loopx.store.base import BatchBuilder, Clock, Cursor, Encoded, Record, Store, batch_ts, seal
 
 
 class MemoryStore(Store):
@@ -39,10 +39,11 @@ class MemoryStore(Store):
                 raise ConflictError(
                     f"log is at seq {head.seq}, not the expected {expect_seq}",
                     hint="re-read the log and retry")
-            records = batch(head) if callable(batch) else batch
+            now = batch_ts(head, self._clock())
+            records = batch(head, now) if callable(batch) else batch
             if not records:
                 return []
-            sealed = seal([records], head, self._clock())
+            sealed = seal([records], head, now)
             self._lines.extend(sealed.data.splitlines(keepends=True))
             return sealed.records
 

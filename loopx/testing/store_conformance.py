@@ -134,16 +134,18 @@ def test_builder_runs_against_current_head(backend: Backend) -> None:
     store = backend.make()
     other = backend.reopen(store)
     other.append([unsealed(), unsealed()])
-    seen: list[int] = []
+    seen: list[tuple[int, str]] = []
 
-    def build(head: Cursor) -> list[Record]:
-        seen.append(head.seq)
+    def build(head: Cursor, now: str) -> list[Record]:
+        seen.append((head.seq, now))
         return [unsealed(after=head.seq)]
 
     [record] = store.append(build)
-    assert seen == [2]
+    assert [s for s, _ in seen] == [2]
+    # the builder is told the ts the batch will carry, so it can check leases against it
     assert record["seq"] == 3 and record["payload"]["detail"] == {"after": 2}
-    assert store.append(lambda head: []) == []
+    assert record["ts"] == seen[0][1]
+    assert store.append(lambda head, now: []) == []
     assert store.head().seq == 3
 
 
@@ -151,7 +153,7 @@ def test_builder_failure_writes_nothing(backend: Backend) -> None:
     store = backend.make()
     store.append([unsealed()])
 
-    def refuse(head: Cursor) -> list[Record]:
+    def refuse(head: Cursor, now: str) -> list[Record]:
         raise RecordRejected([])
 
     with pytest.raises(RecordRejected):

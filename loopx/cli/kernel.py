@@ -1,80 +1,26 @@
-"""The ``loopx`` command line: a thin layer over the library.
-
-Every command takes ``--json`` for stable machine output (documented in docs/cli.md). Errors
-that are the user's to fix print one message (or a JSON error object with ``--json``) and exit
-with the error's own code; they never print a traceback. Heavy imports stay inside commands so
-a cold start stays cheap.
-"""
+"""Kernel commands: init, append, log, show, verify, schemas, migrate."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
-from loopx.errors import LoopxError, UsageProblem
-
-JSON_META = "loopx.json"
-
-
-class LoopxGroup(click.Group):
-    """Turns loopx errors into a message and the error's exit code."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except LoopxError as exc:
-            if ctx.meta.get(JSON_META):
-                click.echo(json.dumps(exc.to_json(), sort_keys=True))
-            else:
-                click.echo(f"loopx: {exc.message}", err=True)
-                if exc.hint:
-                    click.echo(f"hint: {exc.hint}", err=True)
-            ctx.exit(exc.exit_code)
-        except BrokenPipeError:
-            # `loopx log | head` closes the pipe early; that is not an error.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            ctx.exit(0)
-
-
-def _remember_json(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
-    ctx.meta[JSON_META] = value
-    return value
-
-
-json_option = click.option("--json", "as_json", is_flag=True, is_eager=True,
-                           callback=_remember_json, expose_value=True,
-                           help="Print stable JSON (see docs/cli.md) instead of text.")
-
-
-def emit(as_json: bool, data: Any, text: str) -> None:
-    """Print ``data`` as one JSON document, or ``text`` for people."""
-    if as_json:
-        click.echo(json.dumps(data, sort_keys=True, ensure_ascii=False))
-    elif text:
-        click.echo(text)
-
-
-@click.group(cls=LoopxGroup)
-@click.option("--workspace", "-C", "workspace", envvar="LOOPX_WORKSPACE", metavar="PATH",
-              help="Workspace directory (default: the nearest .loopx/ at or above here).")
-@click.version_option(package_name="loopx")
-@click.pass_context
-def cli(ctx: click.Context, workspace: str | None) -> None:
-    """loopx: many independent research agents, one typed, hash-chained evidence log."""
-    ctx.obj = {"workspace": workspace}
-
-
-def _workspace(ctx: click.Context) -> Any:
-    from loopx.workspace import find_workspace
-
-    return find_workspace(ctx.obj["workspace"])
+from loopx.cli.app import (
+    agent_option,
+    cli,
+    credentials,
+    emit,
+    json_option,
+    run_tool,
+    token_file_option,
+    token_output,
+    workspace_of,
+)
+from loopx.errors import UsageProblem
 
 
 @cli.command()
@@ -92,33 +38,15 @@ def init(ctx: click.Context, goal_id: str | None, owner_token_file: Path | None,
     if root.name == WORKSPACE_DIR:
         root = root.parent
     goal = goal_id or _slug(root.name)
-    token_fd = _new_private_file(owner_token_file) if owner_token_file else None
-    try:
+    with token_output(owner_token_file) as keep:
         workspace, token = init_workspace(root, goal)
-    except BaseException:
-        if owner_token_file is not None and token_fd is not None:
-            os.close(token_fd)
-            owner_token_file.unlink()
-        raise
-    if token_fd is not None:
-        with os.fdopen(token_fd, "w") as f:
-            f.write(token + "\n")
+        keep(token)
     shown = None if owner_token_file else token
     emit(as_json, {"workspace": str(workspace.root), "goal_id": goal, "owner_token": shown,
                    "owner_token_file": str(owner_token_file) if owner_token_file else None},
          f"initialised loopx workspace {workspace.dir} (goal {goal})\n"
          + (f"owner token written to {owner_token_file}" if owner_token_file else
             f"owner token (shown once, keep it secret): {token}"))
-
-
-def _new_private_file(path: Path) -> int:
-    """Create ``path`` (mode 600) before anything else, so a bad path fails early and cleanly."""
-    try:
-        return os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-    except FileExistsError:
-        raise UsageProblem(f"{path} already exists; the owner token needs a new file") from None
-    except OSError as exc:
-        raise UsageProblem(f"cannot create {path}: {exc.strerror}") from None
 
 
 def _slug(name: str) -> str:
@@ -130,18 +58,17 @@ def _slug(name: str) -> str:
 @click.option("--kind", "-k", metavar="KIND", help="Record kind (or set schema_version in each draft).")
 @click.option("--file", "-f", "source", required=True, metavar="F|-",
               help="JSON draft, or an array of drafts committed as one batch; - for stdin.")
-@click.option("--agent-id", envvar="LOOPX_AGENT_ID", default="owner", show_default=True,
-              help="Writer's agent id where a draft has none (env LOOPX_AGENT_ID).")
-@click.option("--role", "lane_role", envvar="LOOPX_ROLE", default="owner", show_default=True,
-              help="Writer's lane role where a draft has none (env LOOPX_ROLE).")
+@agent_option
+@token_file_option
 @click.option("--expect-seq", type=click.IntRange(min=0), metavar="SEQ",
               help="Commit only if the log's head is still at SEQ.")
 @json_option
 @click.pass_context
-def append(ctx: click.Context, kind: str | None, source: str, agent_id: str, lane_role: str,
-           expect_seq: int | None, as_json: bool) -> None:
+def append(ctx: click.Context, kind: str | None, source: str, agent_id: str,
+           token_file: Path | None, expect_seq: int | None, as_json: bool) -> None:
     """Append a record or an atomic batch of records through the checked path."""
     from loopx.canonical import JSONInputError, loads_strict
+    from loopx.tools.kernel import Append
 
     try:
         raw = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
@@ -151,17 +78,12 @@ def append(ctx: click.Context, kind: str | None, source: str, agent_id: str, lan
         docs = loads_strict(raw)
     except JSONInputError as exc:
         raise UsageProblem(f"{source} is not valid JSON: {exc}") from None
-    workspace = _workspace(ctx)
-    ledger = workspace.ledger()
-    with ledger.store:
-        records = ledger.append(docs, agent_id=agent_id, lane_role=lane_role, kind=kind,
-                                expect_seq=expect_seq)
-    summary = [{"seq": r["seq"], "record_id": r["record_id"], "schema_version": r["schema_version"],
-                "hash": r["hash"], "ts": r["ts"]} for r in records]
-    first, last = records[0], records[-1]
+    out = run_tool(ctx, "record.append", Append(docs, kind, expect_seq),
+                   credentials(agent_id, token_file))
+    first, last = out["records"][0], out["records"][-1]
     span = f"seq {first['seq']}" if first is last else f"seq {first['seq']}-{last['seq']}"
-    emit(as_json, {"records": summary, "head": {"seq": last["seq"], "hash": last["hash"]}},
-         f"appended {len(records)} record(s), {span}; head {last['hash'][:16]}")
+    emit(as_json, out, f"appended {len(out['records'])} record(s), {span}; "
+                       f"head {last['hash'][:16]}")
 
 
 @cli.command()
@@ -176,7 +98,7 @@ def log(ctx: click.Context, kinds: tuple[str, ...], since: int, limit: int | Non
     """List records in commit order (JSON Lines of the stored records with --json)."""
     from loopx.canonical import dumps
 
-    with _workspace(ctx).store() as store:
+    with workspace_of(ctx).store() as store:
         start = store.seek(since) if since else None
         shown = 0
         for record, _ in store.read(start):
@@ -198,8 +120,9 @@ def log(ctx: click.Context, kinds: tuple[str, ...], since: int, limit: int | Non
 @click.pass_context
 def show(ctx: click.Context, record_id: str, as_json: bool) -> None:
     """Show one record by its record id (or by its seq number)."""
-    with _workspace(ctx).store() as store:
-        record = store.get(int(record_id)) if record_id.isdigit() else store.find(record_id)
+    from loopx.tools.kernel import RecordRef
+
+    record = run_tool(ctx, "record.show", RecordRef(record_id))
     emit(as_json, record, json.dumps(record, indent=2, sort_keys=True, ensure_ascii=False))
 
 
@@ -211,27 +134,22 @@ def show(ctx: click.Context, record_id: str, as_json: bool) -> None:
 def verify(ctx: click.Context, anchor: str | None, as_json: bool) -> None:
     """Check the whole log: canonical lines, hash chain, sequence, batches, schemas."""
     from loopx.errors import IntegrityError
-    from loopx.verify import Anchor, verify_store
+    from loopx.tools.kernel import Verify
 
-    try:
-        parsed = Anchor.parse(anchor) if anchor else None
-    except ValueError as exc:
-        raise UsageProblem(f"--expect: {exc}") from None
-    with _workspace(ctx).store() as store:
-        report = verify_store(store, parsed)
+    report = run_tool(ctx, "verify", Verify(anchor))
     if as_json:
-        emit(True, report.to_json(), "")
-        if not report.ok:
+        emit(True, report, "")
+        if not report["ok"]:
             ctx.exit(IntegrityError.exit_code)
         return
-    for note in report.notes:
+    for note in report["notes"]:
         click.echo(f"note: {note}", err=True)
-    if not report.ok:
-        raise IntegrityError(f"first bad seq {report.first_bad_seq} ({report.where}): "
-                             f"{report.problem}", seq=report.first_bad_seq)
-    anchored = f"; anchor seq {report.anchor['seq']} matches" if report.anchor else ""
-    click.echo(f"ok: {report.records} records in {report.segments} segment(s), head seq "
-               f"{report.head_seq} {report.head_hash}{anchored}")
+    if not report["ok"]:
+        raise IntegrityError(f"first bad seq {report['first_bad_seq']} ({report['where']}): "
+                             f"{report['problem']}", seq=report["first_bad_seq"])
+    anchored = f"; anchor seq {report['anchor']['seq']} matches" if report["anchor"] else ""
+    click.echo(f"ok: {report['records']} records in {report['segments']} segment(s), head seq "
+               f"{report['head']['seq']} {report['head']['hash']}{anchored}")
 
 
 @cli.group()
@@ -273,18 +191,3 @@ def migrate(ctx: click.Context, as_json: bool) -> None:
          + ("migrated" if migrated else "nothing to migrate"))
 
 
-def main() -> None:
-    """Console entry point: click's own usage errors also honour ``--json``."""
-    try:
-        code = cli.main(prog_name="loopx", standalone_mode=False)
-    except (KeyboardInterrupt, click.exceptions.Abort):
-        click.echo("loopx: interrupted", err=True)
-        sys.exit(130)
-    except click.ClickException as exc:
-        if "--json" in sys.argv[1:]:
-            click.echo(json.dumps({"error": "usage", "message": exc.format_message()},
-                                  sort_keys=True))
-        else:
-            exc.show()
-        sys.exit(exc.exit_code)
-    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,12 @@
+"""The ``loopx`` command line: a thin layer over the tool registry.
+
+Every command takes ``--json`` for stable machine output (documented in docs/cli.md). Errors
+that are the user's to fix print one message (or a JSON error object with ``--json``) and exit
+with the error's own code; they never print a traceback. Heavy imports stay inside commands so
+a cold start stays cheap.
+"""
+
+from loopx.cli import kernel, lanes  # noqa: F401  (registers the commands)
+from loopx.cli.app import cli, main
+
+__all__ = ["cli", "main"]

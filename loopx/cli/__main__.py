@@ -1,0 +1,5 @@
+"""``python -m loopx.cli``: the same as the ``loopx`` command."""
+
+from loopx.cli import main
+
+main()

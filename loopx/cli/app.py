@@ -1,0 +1,154 @@
+"""The ``loopx`` command group, its shared options and error handling; commands live beside it.
+
+Every command takes ``--json`` for stable machine output (documented in docs/cli.md). Errors
+that are the user's to fix print one message (or a JSON error object with ``--json``) and exit
+with the error's own code; they never print a traceback. Heavy imports stay inside commands so
+a cold start stays cheap.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from loopx.errors import LoopxError, UsageProblem
+
+JSON_META = "loopx.json"
+ENV_TOKEN = "LOOPX_TOKEN"
+
+
+class LoopxGroup(click.Group):
+    """Turns loopx errors into a message and the error's exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except LoopxError as exc:
+            if ctx.meta.get(JSON_META):
+                click.echo(json.dumps(exc.to_json(), sort_keys=True))
+            else:
+                click.echo(f"loopx: {exc.message}", err=True)
+                if exc.hint:
+                    click.echo(f"hint: {exc.hint}", err=True)
+            ctx.exit(exc.exit_code)
+        except BrokenPipeError:
+            # `loopx log | head` closes the pipe early; that is not an error.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            ctx.exit(0)
+
+
+def _remember_json(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    ctx.meta[JSON_META] = value
+    return value
+
+
+json_option = click.option("--json", "as_json", is_flag=True, is_eager=True,
+                           callback=_remember_json, expose_value=True,
+                           help="Print stable JSON (see docs/cli.md) instead of text.")
+
+
+def emit(as_json: bool, data: Any, text: str) -> None:
+    """Print ``data`` as one JSON document, or ``text`` for people."""
+    if as_json:
+        click.echo(json.dumps(data, sort_keys=True, ensure_ascii=False))
+    elif text:
+        click.echo(text)
+
+
+@click.group(cls=LoopxGroup)
+@click.option("--workspace", "-C", "workspace", envvar="LOOPX_WORKSPACE", metavar="PATH",
+              help="Workspace directory (default: the nearest .loopx/ at or above here).")
+@click.version_option(package_name="loopx")
+@click.pass_context
+def cli(ctx: click.Context, workspace: str | None) -> None:
+    """loopx: many independent research agents, one typed, hash-chained evidence log."""
+    ctx.obj = {"workspace": workspace}
+
+
+def workspace_of(ctx: click.Context) -> Any:
+    from loopx.workspace import find_workspace
+
+    return find_workspace(ctx.obj["workspace"])
+
+
+def credentials(agent_id: str, token_file: Path | None) -> Any:
+    """The caller's credentials: the token from ``--token-file`` or ``LOOPX_TOKEN``, never argv."""
+    from loopx.checks import Credentials
+
+    if token_file is not None:
+        try:
+            token = token_file.read_text().strip()
+        except OSError as exc:
+            raise UsageProblem(f"cannot read --token-file {token_file}: {exc.strerror}") from None
+    else:
+        token = os.environ.get(ENV_TOKEN, "").strip()
+    return Credentials(agent_id, token or None)
+
+
+@contextmanager
+def token_output(path: Path | None) -> Iterator[Callable[[str], None]]:
+    """Where a new token goes: a new private file (mode 600), created before the work so a bad
+    path fails early, and removed again if the work fails; without a path, nowhere (printed)."""
+    fd = None
+    if path is not None:
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:
+            raise UsageProblem(f"{path} already exists; a token needs a new file") from None
+        except OSError as exc:
+            raise UsageProblem(f"cannot create {path}: {exc.strerror}") from None
+    kept: list[str] = []
+    try:
+        yield kept.append
+    except BaseException:
+        if fd is not None and path is not None:
+            os.close(fd)
+            path.unlink()
+        raise
+    if fd is not None:
+        with os.fdopen(fd, "w") as f:
+            f.write(kept[0] + "\n")
+
+
+def run_tool(ctx: click.Context, name: str, params: Any, creds: Any = None) -> dict[str, Any]:
+    """Call a registered tool against this command's workspace."""
+    from loopx.tools import ToolContext, call
+
+    tool_ctx = ToolContext(workspace_of(ctx), creds)
+    try:
+        return call(name, tool_ctx, params)
+    finally:
+        tool_ctx.close()
+
+
+token_file_option = click.option(
+    "--token-file", type=click.Path(dir_okay=False, path_type=Path), metavar="F",
+    help="Read the token from this file (default: the LOOPX_TOKEN environment variable).")
+agent_option = click.option(
+    "--agent-id", envvar="LOOPX_AGENT_ID", required=True, metavar="ID",
+    help="The acting agent (env LOOPX_AGENT_ID); 'owner' with the owner token.")
+
+
+def main() -> None:
+    """Console entry point: click's own usage errors also honour ``--json``."""
+    try:
+        code = cli.main(prog_name="loopx", standalone_mode=False)
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        click.echo("loopx: interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        if "--json" in sys.argv[1:]:
+            click.echo(json.dumps({"error": "usage", "message": exc.format_message()},
+                                  sort_keys=True))
+        else:
+            exc.show()
+        sys.exit(exc.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)

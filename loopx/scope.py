@@ -1,0 +1,83 @@
+"""Write scope: the action a record performs on its kind, and which actions a role may take.
+
+Every record is one (kind, action) pair. A role profile lists the pairs its agents may append;
+todo lifecycle records are every role's (for todos the agent holds); the owner writes grants,
+revocations, profiles and todos. The role x kind x action matrix test is generated from this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+KIND_ACTIONS: dict[str, tuple[str, ...]] = {
+    "research_contract_v0": ("create", "amend"),
+    "research_hypothesis_v0": ("propose", "refine"),
+    "auto_research_evidence_packet_v0": ("record",),
+    "research_evidence_event_v0": ("judge",),
+    "rollout_event_v0": ("record",),
+    "todo_item_v0": ("add",),
+    "auto_research_lane_claim_v1": ("claim",),
+    "todo_event_v0": ("heartbeat", "released", "completed", "failed", "expired"),
+    "lane_profile_v0": ("set",),
+    "agent_grant_v0": ("grant",),
+    "agent_revocation_v0": ("revoke",),
+}
+
+# Every role may write these for todos it holds (claims and expiries have their own checks).
+LIFECYCLE: dict[str, tuple[str, ...]] = {
+    "auto_research_lane_claim_v1": ("claim",),
+    "todo_event_v0": KIND_ACTIONS["todo_event_v0"],
+}
+
+OWNER_ROLE = "owner"
+OWNER_SCOPE: dict[str, tuple[str, ...]] = {
+    "lane_profile_v0": ("set",),
+    "agent_grant_v0": ("grant",),
+    "agent_revocation_v0": ("revoke",),
+    "todo_item_v0": ("add",),
+}
+OWNER_ONLY = frozenset({"lane_profile_v0", "agent_grant_v0", "agent_revocation_v0"})
+
+
+def action_of(record: Mapping[str, Any]) -> str:
+    """The action a record performs on its kind (``todo_event_v0``: its event)."""
+    kind, payload = record["schema_version"], record["payload"]
+    if kind == "todo_event_v0":
+        return str(payload["event"])
+    if kind == "research_contract_v0":
+        return "create" if payload.get("version", 1) == 1 else "amend"
+    if kind == "research_hypothesis_v0":
+        return "refine" if payload.get("parent_id") else "propose"
+    return KIND_ACTIONS[kind][0]
+
+
+def role_scope(write_scope: Mapping[str, list[str]] | None) -> dict[str, tuple[str, ...]]:
+    """Everything a role may append: its profile's write scope plus the todo lifecycle."""
+    if write_scope is None:  # the owner
+        return dict(OWNER_SCOPE)
+    scope = {kind: tuple(actions) for kind, actions in write_scope.items()}
+    for kind, actions in LIFECYCLE.items():
+        scope[kind] = tuple(sorted(set(scope.get(kind, ())) | set(actions)))
+    return scope
+
+
+def allowed(write_scope: Mapping[str, list[str]] | None, kind: str, action: str) -> bool:
+    """Whether a role (``None`` for the owner) may append ``kind`` with ``action``."""
+    return action in role_scope(write_scope).get(kind, ())
+
+
+def scope_problems(write_scope: Mapping[str, list[str]]) -> list[str]:
+    """Why a profile's write scope is malformed (unknown kind or action, owner-only kind)."""
+    problems = []
+    for kind, actions in write_scope.items():
+        if kind not in KIND_ACTIONS or kind in ("workspace_v0", "store_repair_v0"):
+            problems.append(f"write_scope: unknown or system kind {kind!r}")
+        elif kind in OWNER_ONLY:
+            problems.append(f"write_scope: {kind} is written only by the owner")
+        else:
+            bad = [a for a in actions if a not in KIND_ACTIONS[kind]]
+            if bad:
+                problems.append(f"write_scope.{kind}: unknown action(s) {', '.join(bad)}; "
+                                f"{kind} has {', '.join(KIND_ACTIONS[kind])}")
+    return problems

@@ -1,0 +1,157 @@
+"""Per-agent selection: what agent X should do next, as a pure function of (state, now).
+
+There is no central scheduler: each agent asks, and with ``--claim`` the same selection runs
+under the store lock in the step that writes the claim, so two agents of one role asking at
+once get different todos.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from loopx.errors import NotFound, Unauthorized
+from loopx.lane_state import LaneState, effective, fast_get
+from loopx.leases import lease_live
+from loopx.scope import role_scope
+
+REASONS = ("selected", "already_holding_lease", "no_eligible_todo", "blocked", "quota_exhausted")
+TITLE_CHARS = 120
+
+
+@dataclass
+class Decision:
+    """The answer to should-run: whether to run, why (one of :data:`REASONS`), and what."""
+
+    agent_id: str
+    role: str
+    run: bool
+    reason: str
+    todo_id: str | None = None
+    blocked: list[str] = field(default_factory=list)
+
+
+def agent_entry(lanes: LaneState, agent_id: str) -> dict[str, Any]:
+    """A registered, unrevoked agent's state entry.
+
+    Raises:
+        NotFound: no agent has that id.
+        Unauthorized: its grant was revoked.
+    """
+    agent = lanes["agents"].get(agent_id)
+    if agent is None:
+        raise NotFound(f"no agent {agent_id!r} is registered",
+                       hint="the owner registers agents with `loopx agent register`")
+    if agent["revoked"]:
+        raise Unauthorized(f"agent {agent_id!r} was revoked")
+    return agent
+
+
+def live_holdings(lanes: LaneState, agent_id: str, now: str) -> list[str]:
+    """Todos whose lease ``agent_id`` holds at ``now``."""
+    agent = lanes["agents"][agent_id]
+    return [t for t in agent["holding"] if lease_live(lanes["todos"][t], lanes["agents"], now)]
+
+
+def claimable(todo: dict[str, Any], lanes: LaneState, now: str) -> bool:
+    """Open, or claimed with a lease that has lapsed (expired or the holder revoked) and an
+    attempt left after that expiry is counted."""
+    status = todo["status"]
+    if status == "open":
+        return True
+    if status != "claimed" or lease_live(todo, lanes["agents"], now):
+        return False
+    return todo["failures"] + 1 < effective(todo, lanes["profiles"], "max_attempts")
+
+
+def blockers(todo: dict[str, Any], lanes: LaneState) -> list[str]:
+    """Todos that must complete before ``todo`` may be claimed."""
+    todos = lanes["todos"]
+    return [b for b in todo["blocked_by"] if todos.get(b, {}).get("status") != "completed"]
+
+
+def quota_left(lanes: LaneState, agent_id: str) -> int | None:
+    """Claims the agent may still make (None: no limit)."""
+    agent = lanes["agents"][agent_id]
+    quota = agent["quota"]
+    if quota is None:
+        quota = lanes["profiles"].get(agent["role"], {}).get("claim_quota", 0)
+    return None if not quota else max(quota - agent["claims"], 0)
+
+
+def select(lanes: LaneState, agent_id: str, now: str) -> Decision:
+    """Decide for ``agent_id`` at ``now``: its assigned todos first, then its role's, each by
+    priority and then age. Deterministic, and it stops at the first claimable todo."""
+    agent = agent_entry(lanes, agent_id)
+    role = agent["role"]
+    profile = lanes["profiles"].get(role, {})
+    held = live_holdings(lanes, agent_id, now)
+    if len(held) >= profile.get("max_concurrent_claims", 1):
+        return Decision(agent_id, role, True, "already_holding_lease", held[0])
+    if quota_left(lanes, agent_id) == 0:
+        return Decision(agent_id, role, False, "quota_exhausted")
+    get = fast_get(lanes["todos"])
+    queues = lanes["queues"]
+    any_blocked = False
+    # Todos assigned to this agent first, then the role's; each queue is in selection order.
+    for queue in (queues.get(f"@{agent_id}", ()), queues.get(role, ())):
+        for _, _, todo_id in queue:
+            todo = get(todo_id)
+            if todo["role"] != role or todo_id in held or not claimable(todo, lanes, now):
+                continue
+            if blockers(todo, lanes):
+                any_blocked = True
+                continue
+            return Decision(agent_id, role, True, "selected", todo_id)
+    if any_blocked:
+        blocked = [t for queue in (queues.get(f"@{agent_id}", ()), queues.get(role, ()))
+                   for _, _, t in queue if blockers(get(t), lanes)]
+        return Decision(agent_id, role, False, "blocked", blocked=sorted(blocked)[:8])
+    return Decision(agent_id, role, False, "no_eligible_todo")
+
+
+def claim_packet(lanes: LaneState, goal_id: str, agent_id: str, todo_id: str, *,
+                 epoch: int, expires: str | None, via: str = "should_run") -> dict[str, Any]:
+    """The ``auto_research_lane_claim_v1`` packet for a claim, in the lane contract's shape."""
+    todo = lanes["todos"][todo_id]
+    role = lanes["agents"][agent_id]["role"]
+    profile = lanes["profiles"].get(role, {})
+    ttl = effective(todo, lanes["profiles"], "lease_ttl_seconds")
+    return {
+        "schema_version": "auto_research_lane_claim_v1",
+        "goal_id": goal_id,
+        "lane_role": role,
+        "agent_id": agent_id,
+        "todo_id": todo_id,
+        "epoch": epoch,
+        "hypothesis_id": todo["hypothesis_id"],
+        "capability_token": profile.get("capability_token", role),
+        "allowed_actions": list(profile.get("actions", [])),
+        "write_scope": sorted(role_scope(profile.get("write_scope", {}))),
+        "blocked_by": list(todo["blocked_by"]),
+        "lease_ttl_seconds": ttl,
+        # A todo may carry a shorter TTL than its role's: beat at least twice per lease.
+        "heartbeat_seconds": min(profile.get("heartbeat_seconds", ttl / 2), ttl / 2),
+        "lease_expires_at": expires,
+        "via": via,
+    }
+
+
+def decision_json(decision: Decision, lanes: LaneState, goal_id: str, *, claimed: bool) -> dict[str, Any]:
+    """The stable, small JSON answer of ``loopx quota should-run --json``."""
+    out: dict[str, Any] = {"agent_id": decision.agent_id, "role": decision.role,
+                           "run": decision.run, "reason": decision.reason, "claimed": claimed,
+                           "todo": None, "claim": None}
+    if decision.blocked:
+        out["blocked_todos"] = decision.blocked
+    if decision.todo_id is not None:
+        todo = lanes["todos"][decision.todo_id]
+        holding = decision.reason == "already_holding_lease" or claimed
+        epoch = todo["epoch"] if holding else todo["epoch"] + 1
+        out["todo"] = {"todo_id": decision.todo_id, "title": todo["title"][:TITLE_CHARS],
+                       "action_kind": todo["action_kind"], "epoch": epoch,
+                       "hypothesis_id": todo["hypothesis_id"]}
+        out["claim"] = claim_packet(lanes, goal_id, decision.agent_id, decision.todo_id,
+                                    epoch=epoch, expires=todo["expires"] if holding else None,
+                                    via=todo.get("via", "should_run") if holding else "should_run")
+    return out

@@ -1,0 +1,256 @@
+"""Lane tools: agents, todos, claims and should-run, status, and role profiles."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from loopx.tools.registry import ToolContext, tool
+
+
+@dataclass(frozen=True)
+class AgentRegister:
+    agent_id: str
+    role: str
+    quota: int | None = None
+    note: str | None = None
+
+
+@tool("agent.register", risk="write", params=AgentRegister, writes=True)
+def agent_register(ctx: ToolContext, p: AgentRegister) -> dict[str, Any]:
+    """Grant an agent a role (owner token); the agent's token is returned once."""
+    from loopx.agents import register_agent
+
+    record, token = register_agent(ctx.ledger, ctx.credentials(), p.agent_id, p.role,
+                                   quota=p.quota, note=p.note)
+    return {"agent_id": p.agent_id, "role": p.role, "grant_id": record["record_id"],
+            "seq": record["seq"], "token": token}
+
+
+@dataclass(frozen=True)
+class AgentRevoke:
+    agent_id: str
+    reason: str = ""
+
+
+@tool("agent.revoke", risk="destructive", params=AgentRevoke, writes=True)
+def agent_revoke(ctx: ToolContext, p: AgentRevoke) -> dict[str, Any]:
+    """Revoke an agent's grant (owner token); its leases lapse and its token is refused."""
+    from loopx.agents import revoke_agent
+
+    record = revoke_agent(ctx.ledger, ctx.credentials(), p.agent_id, p.reason)
+    return {"agent_id": p.agent_id, "grant_id": record["payload"]["grant_id"],
+            "seq": record["seq"]}
+
+
+@dataclass(frozen=True)
+class NoParams:
+    pass
+
+
+@tool("agent.list", risk="read", params=NoParams, writes=False)
+def agent_list(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
+    """Every registered agent: role, grant, revoked, claims made, leases held now."""
+    from loopx.agents import agent_rows
+
+    return {"agents": agent_rows(ctx.ledger.state()["lanes"], ctx.ledger.now())}
+
+
+@dataclass(frozen=True)
+class TodoAdd:
+    todos: list[dict[str, Any]]
+    under_todo_id: str | None = None
+    under_epoch: int | None = None
+
+
+@tool("todo.add", risk="write", params=TodoAdd, writes=True)
+def todo_add(ctx: ToolContext, p: TodoAdd) -> dict[str, Any]:
+    """Add todos (todo_item_v0 payloads) as one batch, optionally under a held todo."""
+    from loopx.todos import add_todos
+
+    under = None
+    if p.under_todo_id is not None:
+        under = (p.under_todo_id, p.under_epoch if p.under_epoch is not None else -1)
+    records = add_todos(ctx.ledger, ctx.credentials(), p.todos, under=under)
+    return {"added": [{"todo_id": r["payload"]["todo_id"], "seq": r["seq"]} for r in records]}
+
+
+@dataclass(frozen=True)
+class TodoList:
+    role: str | None = None
+    states: list[str] = field(default_factory=list)
+    agent_id: str | None = None
+
+
+@tool("todo.list", risk="read", params=TodoList, writes=False)
+def todo_list(ctx: ToolContext, p: TodoList) -> dict[str, Any]:
+    """Todos in the order added, filtered by role, state and holder or assignee."""
+    from loopx.errors import UsageProblem
+    from loopx.todos import STATES, todo_rows
+
+    bad = [s for s in p.states if s not in STATES]
+    if bad:
+        raise UsageProblem(f"unknown state(s) {', '.join(bad)}; states: {', '.join(STATES)}")
+    rows = todo_rows(ctx.ledger.state()["lanes"], ctx.ledger.now(), role=p.role,
+                     states=tuple(p.states), agent=p.agent_id)
+    return {"todos": rows}
+
+
+@dataclass(frozen=True)
+class TodoRef:
+    todo_id: str
+
+
+@tool("todo.show", risk="read", params=TodoRef, writes=False)
+def todo_show(ctx: ToolContext, p: TodoRef) -> dict[str, Any]:
+    """One todo: its state, holder, epoch, lease, blockers and attempts."""
+    from loopx.todos import todo_row
+
+    return todo_row(ctx.ledger.state()["lanes"], p.todo_id, ctx.ledger.now())
+
+
+@tool("todo.claim", risk="write", params=TodoRef, writes=True)
+def todo_claim(ctx: ToolContext, p: TodoRef) -> dict[str, Any]:
+    """Claim a named todo explicitly, as the role's profile allows (executors: successors)."""
+    from loopx.claims import claim
+
+    return claim(ctx.ledger, ctx.credentials(), p.todo_id)
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    todo_id: str
+    epoch: int
+    ttl_seconds: float | None = None
+
+
+@tool("todo.heartbeat", risk="write", params=Heartbeat, writes=True)
+def todo_heartbeat(ctx: ToolContext, p: Heartbeat) -> dict[str, Any]:
+    """Extend the lease on a held todo."""
+    from loopx.claims import heartbeat
+
+    return heartbeat(ctx.ledger, ctx.credentials(), p.todo_id, p.epoch, p.ttl_seconds)
+
+
+@dataclass(frozen=True)
+class Release:
+    todo_id: str
+    epoch: int
+    reason: str | None = None
+
+
+@tool("todo.release", risk="write", params=Release, writes=True)
+def todo_release(ctx: ToolContext, p: Release) -> dict[str, Any]:
+    """Give a held todo back unfinished; it is open again at once."""
+    from loopx.claims import release
+
+    return release(ctx.ledger, ctx.credentials(), p.todo_id, p.epoch, p.reason)
+
+
+@dataclass(frozen=True)
+class Complete:
+    todo_id: str
+    epoch: int
+    result: dict[str, Any] = field(default_factory=dict)
+
+
+@tool("todo.complete", risk="write", params=Complete, writes=True)
+def todo_complete(ctx: ToolContext, p: Complete) -> dict[str, Any]:
+    """Complete a held todo with its result; the role's successor rules fire in the same step."""
+    from loopx.claims import complete
+
+    return complete(ctx.ledger, ctx.credentials(), p.todo_id, p.epoch, p.result)
+
+
+@dataclass(frozen=True)
+class Fail:
+    todo_id: str
+    epoch: int
+    reason: str
+    result: dict[str, Any] = field(default_factory=dict)
+
+
+@tool("todo.fail", risk="write", params=Fail, writes=True)
+def todo_fail(ctx: ToolContext, p: Fail) -> dict[str, Any]:
+    """Record a failed attempt; the todo reopens until its attempts are spent."""
+    from loopx.claims import fail
+
+    return fail(ctx.ledger, ctx.credentials(), p.todo_id, p.epoch, p.reason, p.result)
+
+
+@dataclass(frozen=True)
+class ShouldRun:
+    agent_id: str
+    claim: bool = False
+
+
+@tool("quota.should_run", risk="write", params=ShouldRun, writes=True)
+def quota_should_run(ctx: ToolContext, p: ShouldRun) -> dict[str, Any]:
+    """What this agent should do next; with claim, select and claim in one locked step."""
+    from loopx.claims import should_run
+
+    return should_run(ctx.ledger, p.agent_id, claim=p.claim,
+                      creds=ctx.credentials() if p.claim else None)
+
+
+@tool("status", risk="read", params=NoParams, writes=False)
+def status(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
+    """One screen of the campaign: agents, leases held, todos by state, profile drift."""
+    from loopx.agents import agent_rows
+    from loopx.todos import counts_by_state, todo_rows
+
+    state = ctx.ledger.state()
+    lanes, now = state["lanes"], ctx.ledger.now()
+    return {
+        "goal_id": state["kernel"]["goal_id"],
+        "head": {"seq": state.cursor.seq, "hash": state.cursor.hash},
+        "now": now,
+        "roles": sorted(lanes["profiles"]),
+        "agents": agent_rows(lanes, now),
+        "todos": counts_by_state(lanes, now),
+        "leases": [{k: row[k] for k in ("todo_id", "holder", "epoch", "lease_expires_at",
+                                        "state")}
+                   for row in todo_rows(lanes, now, states=("claimed", "expired"))],
+        "profiles_not_applied": _profile_drift(ctx, lanes),
+    }
+
+
+def _profile_drift(ctx: ToolContext, lanes: dict[str, Any]) -> list[str]:
+    """Profile files in ``.loopx/lanes/`` that differ from the profiles in force."""
+    from loopx.errors import RecordRejected
+    from loopx.profiles import parse_profile
+
+    drift = []
+    for path in sorted(ctx.workspace.lanes_dir.glob("*.toml")):
+        recorded = {k: v for k, v in lanes["profiles"].get(path.stem, {}).items() if k != "seq"}
+        try:
+            if parse_profile(path.name, path.read_bytes()) == recorded:
+                continue
+        except (OSError, RecordRejected):
+            pass
+        drift.append(path.name)
+    return drift
+
+
+@tool("lanes.show", risk="read", params=NoParams, writes=False)
+def lanes_show(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
+    """The role profiles in force (as recorded in the log)."""
+    from loopx.scope import role_scope
+
+    profiles = ctx.ledger.state()["lanes"]["profiles"]
+    return {"profiles": [{**profile, "effective_scope": {k: list(v) for k, v in
+                                                         role_scope(profile["write_scope"]).items()}}
+                         for _, profile in sorted(profiles.items())]}
+
+
+@tool("lanes.apply", risk="write", params=NoParams, writes=True)
+def lanes_apply(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
+    """Validate the profile files in .loopx/lanes/ and record those that changed (owner token)."""
+    from loopx.profiles import load_profiles
+    from loopx.workspace import record_profiles
+
+    profiles = load_profiles(ctx.workspace.lanes_dir)
+    records = record_profiles(ctx.ledger, ctx.credentials(),
+                              {f"{role}.toml": p for role, p in profiles.items()})
+    return {"recorded": [{"role": r["payload"]["role"], "seq": r["seq"]} for r in records],
+            "unchanged": sorted(set(profiles) - {r["payload"]["role"] for r in records})}

@@ -1,0 +1,138 @@
+"""Tool registration and dispatch: a tool is a name, a risk class, typed params and a function."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from loopx.errors import FieldProblem, RecordRejected, UsageProblem
+
+if TYPE_CHECKING:
+    from loopx.checks import Credentials
+    from loopx.ledger import Ledger
+    from loopx.workspace import Workspace
+
+RiskClass = Literal["read", "write", "compute", "external", "destructive"]
+RISK_CLASSES: tuple[RiskClass, ...] = ("read", "write", "compute", "external", "destructive")
+
+
+@dataclass
+class ToolContext:
+    """What a tool runs against: the workspace, and the caller's credentials for writes."""
+
+    workspace: Workspace
+    creds: Credentials | None = None
+    _ledger: Ledger | None = field(default=None, repr=False)
+
+    @property
+    def ledger(self) -> Ledger:
+        """The workspace's ledger, opened on first use and kept for the context's life."""
+        if self._ledger is None:
+            self._ledger = self.workspace.ledger()
+        return self._ledger
+
+    def credentials(self) -> Credentials:
+        """The caller's credentials.
+
+        Raises:
+            Unauthorized: none were given.
+        """
+        from loopx.errors import Unauthorized
+
+        if self.creds is None or not self.creds.token:
+            raise Unauthorized("this operation writes and needs a token",
+                               hint="set LOOPX_TOKEN or pass --token-file")
+        return self.creds
+
+    def close(self) -> None:
+        """Release the store's file handles."""
+        if self._ledger is not None:
+            self._ledger.store.close()
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A registered operation. ``params`` is a dataclass; ``run`` returns JSON-ready data."""
+
+    name: str
+    risk: RiskClass
+    summary: str
+    params: type[Any]
+    run: Callable[[ToolContext, Any], dict[str, Any]]
+    writes: bool
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the tool never appends (MCP's read-only hint)."""
+        return not self.writes
+
+
+TOOLS: dict[str, Tool] = {}
+
+
+def tool(name: str, *, risk: RiskClass, params: type[Any], writes: bool
+         ) -> Callable[[Callable[[ToolContext, Any], dict[str, Any]]],
+                       Callable[[ToolContext, Any], dict[str, Any]]]:
+    """Register a function as the tool ``name``; its docstring's first line is the summary."""
+    if risk not in RISK_CLASSES:
+        raise ValueError(f"unknown risk class {risk!r}")
+
+    def register(fn: Callable[[ToolContext, Any], dict[str, Any]]
+                 ) -> Callable[[ToolContext, Any], dict[str, Any]]:
+        if name in TOOLS:
+            raise ValueError(f"tool {name!r} is registered twice")
+        summary = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else name
+        TOOLS[name] = Tool(name, risk, summary, params, fn, writes)
+        return fn
+
+    return register
+
+
+def get_tool(name: str) -> Tool:
+    """The tool called ``name``.
+
+    Raises:
+        UsageProblem: no such tool.
+    """
+    try:
+        return TOOLS[name]
+    except KeyError:
+        raise UsageProblem(f"no tool {name!r}; tools: {', '.join(sorted(TOOLS))}") from None
+
+
+def call(name: str, ctx: ToolContext, args: Any) -> dict[str, Any]:
+    """Run a tool with ``args``: an instance of its params, or a dict checked against them.
+
+    Raises:
+        RecordRejected: a dict argument does not fit the params (naming the field).
+        LoopxError: whatever the operation refuses.
+    """
+    found = get_tool(name)
+    if not isinstance(args, found.params):
+        args = _validated(found, args)
+    return found.run(ctx, args)
+
+
+def _validated(found: Tool, args: Any) -> Any:
+    from pydantic import TypeAdapter, ValidationError
+
+    from loopx.records.registry import pydantic_problems
+
+    if not isinstance(args, dict):
+        raise RecordRejected([FieldProblem("arguments", "expected an object")], context=found.name)
+    try:
+        # JSON mode: strict types (no "1" for 1) while an object may fill a dataclass.
+        return TypeAdapter(found.params).validate_json(json.dumps(args), strict=True)
+    except (TypeError, ValueError) as exc:
+        if not isinstance(exc, ValidationError):
+            raise RecordRejected([FieldProblem("arguments", f"not JSON: {exc}")],
+                                 context=found.name) from None
+        raise RecordRejected(pydantic_problems(exc), context=f"{found.name} arguments") from None
+
+
+def params_of(found: Tool) -> list[str]:
+    """The names of a tool's params, in order."""
+    return [f.name for f in dataclasses.fields(found.params)]

@@ -1,0 +1,71 @@
+"""Shared setup for the lane tests: a memory-backed campaign with a clock the test moves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from loopx.agents import register_agent
+from loopx.canonical import format_ts
+from loopx.checks import Credentials
+from loopx.ledger import Ledger
+from loopx.store import MemoryStore
+from loopx.todos import add_todos
+from loopx.workspace import bootstrap_log
+
+
+@dataclass
+class Clock:
+    """A store clock that only moves when the test says so."""
+
+    at: datetime = field(default_factory=lambda: datetime(2026, 12, 2, 12, 0, tzinfo=UTC))
+
+    def __call__(self) -> str:
+        return format_ts(self.at)
+
+    def advance(self, seconds: float) -> None:
+        self.at += timedelta(seconds=seconds)
+
+
+@dataclass
+class Campaign:
+    """A bootstrapped log, its owner credentials and the clock it runs on."""
+
+    ledger: Ledger
+    owner: Credentials
+    clock: Clock
+
+    def agent(self, agent_id: str, role: str, **options: Any) -> Credentials:
+        """Register an agent and return its credentials."""
+        _, token = register_agent(self.ledger, self.owner, agent_id, role, **options)
+        return Credentials(agent_id, token)
+
+    def todo(self, todo_id: str, role: str = "research_executor",
+             action_kind: str = "run_dev_eval", **payload: Any) -> None:
+        """Add one todo as the owner."""
+        add_todos(self.ledger, self.owner, [{"todo_id": todo_id, "title": f"do {todo_id}",
+                                             "role": role, "action_kind": action_kind,
+                                             **payload}])
+
+    @property
+    def lanes(self) -> dict[str, Any]:
+        """The lanes slice of the state, caught up."""
+        return self.ledger.state()["lanes"]
+
+    def head(self) -> int:
+        """The head seq."""
+        return self.ledger.store.head().seq
+
+    def records(self, kind: str | None = None) -> list[dict[str, Any]]:
+        """Every record (of one kind)."""
+        return [r for r, _ in self.ledger.store.read()
+                if kind is None or r["schema_version"] == kind]
+
+
+def campaign() -> Campaign:
+    """A fresh memory-backed campaign with the packaged role profiles."""
+    clock = Clock()
+    ledger = Ledger(MemoryStore(clock=clock))
+    token = bootstrap_log(ledger, "lanes-test")
+    return Campaign(ledger, Credentials("owner", token), clock)

@@ -1,0 +1,208 @@
+"""The lane commands: tokens shown once, JSON shapes, refusals with exit codes and no traceback."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from loopx.cli import cli
+
+
+def run(ws: Path, *args: str, token: str | None = None, agent: str | None = None,
+        input: str | None = None) -> Result:
+    env = {"LOOPX_TOKEN": token or "", "LOOPX_AGENT_ID": agent or ""}
+    result = CliRunner().invoke(cli, ["-C", str(ws), *args], input=input, env=env)
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr
+    return result
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    assert run(tmp_path, "init", "--goal-id", "cli-lanes", "--owner-token-file",
+               str(tmp_path / "owner.token")).exit_code == 0
+    return tmp_path
+
+
+def owner(ws: Path) -> str:
+    return (ws / "owner.token").read_text().strip()
+
+
+def register(ws: Path, agent: str, role: str = "research_executor") -> str:
+    out = run(ws, "agent", "register", "--agent-id", agent, "--role", role, "--json",
+              token=owner(ws))
+    assert out.exit_code == 0, out.stdout + out.stderr
+    return str(json.loads(out.stdout)["token"])
+
+
+def log_bytes(ws: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in (ws / ".loopx" / "log").iterdir())
+
+
+def test_register_shows_the_token_once_and_never_stores_it(ws: Path) -> None:
+    result = run(ws, "agent", "register", "--agent-id", "ex-1", "--role", "research_executor",
+                 token=owner(ws))
+    assert result.exit_code == 0
+    token = result.stdout.split("keep it secret): ")[1].strip()
+    assert token.startswith("lpx_") and len(token) == 47
+    assert token.encode() not in log_bytes(ws)
+    listed = json.loads(run(ws, "agent", "list", "--json").stdout)["agents"]
+    assert [(a["agent_id"], a["role"], a["revoked"]) for a in listed] == [
+        ("ex-1", "research_executor", False)]
+    assert token not in run(ws, "agent", "list").stdout + run(ws, "status").stdout
+
+
+def test_register_into_a_private_token_file(ws: Path) -> None:
+    path = ws / "ex.token"
+    out = run(ws, "agent", "register", "--agent-id", "ex-1", "--role", "research_executor",
+              "--out-token-file", str(path), "--json", token=owner(ws))
+    assert out.exit_code == 0 and "lpx_" not in out.stdout
+    assert json.loads(out.stdout)["token_file"] == str(path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    ok = run(ws, "quota", "should-run", "--agent-id", "ex-1", "--claim", "--token-file", str(path))
+    assert ok.exit_code == 0 and "wait: no_eligible_todo" in ok.stdout
+
+
+@pytest.mark.parametrize(("args", "token", "code", "error"), [
+    (("--agent-id", "ex-1", "--role", "research_executor"), None, 7, "unauthorized"),
+    (("--agent-id", "ex-1", "--role", "research_executor"), "lpx_" + "y" * 43, 7, "unauthorized"),
+    (("--agent-id", "ex-1", "--role", "astrologer"), "OWNER", 8, "refused"),
+    (("--agent-id", "owner", "--role", "research_executor"), "OWNER", 8, "refused"),
+    (("--agent-id", "bad id", "--role", "research_executor"), "OWNER", 2, "invalid_record"),
+])
+def test_register_refusals_write_nothing(ws: Path, args: tuple[str, ...], token: str | None,
+                                         code: int, error: str) -> None:
+    before = log_bytes(ws)
+    out = run(ws, "agent", "register", *args, "--json",
+              token=owner(ws) if token == "OWNER" else token)
+    assert out.exit_code == code and json.loads(out.stdout)["error"] == error
+    assert log_bytes(ws) == before
+
+
+def test_an_agent_token_cannot_act_as_owner(ws: Path) -> None:
+    token = register(ws, "ex-1")
+    out = run(ws, "agent", "register", "--agent-id", "ex-2", "--role", "research_executor",
+              token=token)
+    assert out.exit_code == 7 and "owner token is wrong" in out.stderr
+    forbidden = run(ws, "todo", "add", "--todo-id", "t", "--title", "t", "--role",
+                    "research_executor", "--action", "run_dev_eval", "--json", token=token,
+                    agent="ex-1")
+    assert forbidden.exit_code == 7
+    error = json.loads(forbidden.stdout)
+    assert (error["error"], error["role"], error["kind"], error["action"]) == (
+        "forbidden", "research_executor", "todo_item_v0", "add")
+
+
+def test_a_todo_through_its_whole_life(ws: Path) -> None:
+    token = register(ws, "ex-1")
+    add = run(ws, "todo", "add", "--todo-id", "t1", "--title", "dev eval of h1", "--role",
+              "research_executor", "--action", "run_dev_eval", "--hypothesis", "h1",
+              "--priority", "3", "--json", token=owner(ws), agent="owner")
+    assert add.exit_code == 0 and json.loads(add.stdout)["added"][0]["todo_id"] == "t1"
+    peek = json.loads(run(ws, "quota", "should-run", "--agent-id", "ex-1", "--json").stdout)
+    assert (peek["run"], peek["reason"], peek["claimed"]) == (True, "selected", False)
+    got = run(ws, "quota", "should-run", "--claim", "--json", token=token, agent="ex-1")
+    decision = json.loads(got.stdout)
+    assert len(got.stdout) < 1000  # a few hundred bytes by design
+    assert decision["claimed"] and decision["claim"]["schema_version"] == "auto_research_lane_claim_v1"
+    assert decision["claim"]["capability_token"] == "research_executor"
+    assert decision["claim"]["hypothesis_id"] == "h1" and decision["todo"]["epoch"] == 1
+    beat = run(ws, "todo", "heartbeat", "t1", "--epoch", "1", "--json", token=token, agent="ex-1")
+    assert json.loads(beat.stdout)["lease_expires_at"] > decision["claim"]["lease_expires_at"]
+    shown = json.loads(run(ws, "todo", "show", "t1", "--json").stdout)
+    assert (shown["state"], shown["holder"], shown["epoch"]) == ("claimed", "ex-1", 1)
+    status = json.loads(run(ws, "status", "--json").stdout)
+    assert status["todos"]["claimed"] == 1 and status["leases"][0]["holder"] == "ex-1"
+    assert status["agents"][0]["holding"] == ["t1"] and status["profiles_not_applied"] == []
+    done = run(ws, "todo", "complete", "t1", "--epoch", "1", "--result",
+               '{"status": "scored", "dev": {"verdict": "supports"}}', "--json",
+               token=token, agent="ex-1")
+    assert json.loads(done.stdout)["successors"] == ["t1.heldout_after_supported_dev",
+                                                    "t1.judge_dev_attempt"]
+    listed = json.loads(run(ws, "todo", "list", "--state", "open", "--json").stdout)["todos"]
+    assert [t["todo_id"] for t in listed] == ["t1.heldout_after_supported_dev",
+                                             "t1.judge_dev_attempt"]
+    human = run(ws, "todo", "list", "--role", "research_executor").stdout
+    assert "t1 " in human and "completed" in human and "judge" not in human
+    claim = run(ws, "todo", "claim", "t1.heldout_after_supported_dev", "--json", token=token,
+                agent="ex-1")
+    assert json.loads(claim.stdout)["claim"]["via"] == "explicit"
+    fail = run(ws, "todo", "fail", "t1.heldout_after_supported_dev", "--epoch", "1", "--reason",
+               "out of memory", "--json", token=token, agent="ex-1")
+    assert json.loads(fail.stdout)["state"] == "open"
+    assert run(ws, "verify").exit_code == 0
+
+
+def test_lifecycle_refusals(ws: Path) -> None:
+    token = register(ws, "ex-1")
+    run(ws, "todo", "add", "--todo-id", "t1", "--title", "t", "--role", "research_executor",
+        "--action", "run_dev_eval", token=owner(ws), agent="owner")
+    run(ws, "quota", "should-run", "--claim", token=token, agent="ex-1")
+    before = log_bytes(ws)
+    stale = run(ws, "todo", "complete", "t1", "--epoch", "2", "--json", token=token, agent="ex-1")
+    assert stale.exit_code == 4 and json.loads(stale.stdout)["error"] == "stale_lease"
+    missing = run(ws, "todo", "release", "nope", "--epoch", "1", token=token, agent="ex-1")
+    assert missing.exit_code == 6 and "no todo 'nope'" in missing.stderr
+    bad_json = run(ws, "todo", "complete", "t1", "--epoch", "1", "--result", "{oops",
+                   token=token, agent="ex-1")
+    assert bad_json.exit_code == 2 and "--result is not valid JSON" in bad_json.stderr
+    not_obj = run(ws, "todo", "complete", "t1", "--epoch", "1", "--result", "[1]",
+                  token=token, agent="ex-1")
+    assert not_obj.exit_code == 2
+    no_agent = run(ws, "todo", "release", "t1", "--epoch", "1", token=token)
+    assert no_agent.exit_code == 2 and "--agent-id" in no_agent.stderr
+    bad_state = run(ws, "todo", "list", "--state", "sleeping")
+    assert bad_state.exit_code == 2 and "unknown state" in bad_state.stderr
+    assert log_bytes(ws) == before
+    released = run(ws, "todo", "release", "t1", "--epoch", "1", "--reason", "later",
+                   token=token, agent="ex-1")
+    assert released.exit_code == 0
+
+
+def test_revoke(ws: Path) -> None:
+    token = register(ws, "ex-1")
+    out = run(ws, "agent", "revoke", "--agent-id", "ex-1", "--reason", "leaked", "--json",
+              token=owner(ws))
+    assert out.exit_code == 0 and json.loads(out.stdout)["agent_id"] == "ex-1"
+    refused = run(ws, "quota", "should-run", "--claim", "--json", token=token, agent="ex-1")
+    assert refused.exit_code == 7 and "revoked" in json.loads(refused.stdout)["message"]
+    again = run(ws, "agent", "revoke", "--agent-id", "ex-1", token=owner(ws))
+    assert again.exit_code == 8
+
+
+def test_lanes_apply_records_edits_and_refuses_malformed_profiles(ws: Path) -> None:
+    lanes = ws / ".loopx" / "lanes"
+    profile = lanes / "product_narrator.toml"
+    profile.write_text(profile.read_text().replace("lease_ttl_seconds = 600.0",
+                                                   "lease_ttl_seconds = 1200.0"))
+    status = json.loads(run(ws, "status", "--json").stdout)
+    assert status["profiles_not_applied"] == ["product_narrator.toml"]
+    applied = run(ws, "lanes", "apply", "--json", token=owner(ws))
+    assert applied.exit_code == 0
+    assert [r["role"] for r in json.loads(applied.stdout)["recorded"]] == ["product_narrator"]
+    shown = json.loads(run(ws, "lanes", "show", "--json").stdout)["profiles"]
+    assert {p["role"]: p["lease_ttl_seconds"] for p in shown}["product_narrator"] == 1200.0
+    assert json.loads(run(ws, "lanes", "apply", "--json", token=owner(ws)).stdout)["recorded"] == []
+
+    (lanes / "stargazer.toml").write_text(
+        'role = "stargazer"\ncapability_token = "stargazer"\nactions = ["gaze"]\n'
+        'max_concurrent_claims = "lots"\n[write_scope]\nrollout_event_v0 = ["dance"]\n')
+    before = log_bytes(ws)
+    bad = run(ws, "lanes", "apply", "--json", token=owner(ws))
+    assert bad.exit_code == 2
+    fields = [p["field"] for p in json.loads(bad.stdout)["problems"]]
+    assert "lanes/stargazer.toml.max_concurrent_claims" in fields
+    assert log_bytes(ws) == before
+    (lanes / "stargazer.toml").write_text('role = "stargazer"\ncapability_token = "s"\n'
+                                          '[write_scope]\nagent_grant_v0 = ["grant"]\n')
+    owner_only = run(ws, "lanes", "apply", token=owner(ws))
+    assert owner_only.exit_code == 2 and "written only by the owner" in owner_only.stderr
+    (lanes / "stargazer.toml").write_text('role = "stargazer"\ncapability_token = "s"\n'
+                                          'actions = ["gaze"]\n')
+    assert run(ws, "lanes", "apply", token=owner(ws)).exit_code == 0
+    assert register(ws, "star-1", "stargazer").startswith("lpx_")
+    agent_token = register(ws, "ex-9")
+    assert run(ws, "lanes", "apply", token=agent_token).exit_code == 7

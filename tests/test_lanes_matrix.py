@@ -1,0 +1,193 @@
+"""The role x kind x action matrix, generated from the role profiles, and token checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from lanes_support import Campaign, campaign
+
+from loopx.checks import Credentials
+from loopx.claims import should_run
+from loopx.errors import Forbidden, Unauthorized
+from loopx.profiles import packaged_profiles, parse_profile
+from loopx.scope import KIND_ACTIONS, OWNER_ROLE, role_scope
+from loopx.verify import verify_store
+
+PROFILES = {p["role"]: p for p in (parse_profile(n, d) for n, d in packaged_profiles().items())}
+ROLES = sorted(PROFILES) + [OWNER_ROLE]
+CASES = [(role, kind, action) for role in ROLES for kind in sorted(KIND_ACTIONS)
+         for action in KIND_ACTIONS[kind]]
+
+
+def expected_scope(role: str) -> dict[str, tuple[str, ...]]:
+    return role_scope(None if role == OWNER_ROLE else PROFILES[role]["write_scope"])
+
+
+CONTRACT = {
+    "contract_id": "c1",
+    "objective": {"name": "n", "prompt": "p", "domain": "d"},
+    "metric": {"name": "acc", "direction": "maximize", "baseline": 0.5, "seeds": [0, 1]},
+    "evaluation": {"dev": {"name": "dev"}, "heldout": {"name": "heldout"}},
+}
+
+
+def draft(c: Campaign, role: str, agent: str, kind: str, action: str,
+          held: dict[str, Any]) -> dict[str, Any]:
+    """A well-formed draft performing ``action`` on ``kind``, valid but for the scope check."""
+    if kind == "research_contract_v0":
+        payload: dict[str, Any] = dict(CONTRACT)
+        if action == "amend":
+            payload.update(version=2, supersedes="c1",
+                           amendment={"changed": ["metric.baseline"], "reason": "remeasured"})
+        return {"payload": payload}
+    if kind == "research_hypothesis_v0":
+        payload = {"hypothesis_id": "h1", "title": "t", "statement": "s",
+                   "mechanism_family": "m", "claimed_by": agent, "no_grounding_reason": "test"}
+        if action == "refine":
+            payload["parent_id"] = "h0"
+        return {**held, "payload": payload}
+    if kind == "auto_research_evidence_packet_v0":
+        return {**held, "payload": {"hypothesis_id": "h1", "status": "failed", "error": "x"}}
+    if kind == "research_evidence_event_v0":
+        return {"payload": {"hypothesis_id": "h1", "packet_ids": ["rec_1"], "split": "dev",
+                            "metric": "acc", "direction": "maximize", "rule": "welch_one_sided",
+                            "verdict": "inconclusive"}}
+    if kind == "rollout_event_v0":
+        return {**held, "payload": {"event": "note"}}
+    if kind == "todo_item_v0":
+        targets = PROFILES.get(role, {}).get("adds_todos_for") or ["research_executor"]
+        target = PROFILES[targets[0]]
+        return {"payload": {"todo_id": "new", "title": "t", "role": targets[0],
+                            "action_kind": target["actions"][0]}}
+    if kind == "auto_research_lane_claim_v1":
+        return {"todo_id": "free", "epoch": 1,
+                "payload": {"capability_token": role,
+                            "lease_ttl_seconds": PROFILES.get(role, PROFILES["research_executor"])[
+                                "lease_ttl_seconds"]}}
+    if kind == "todo_event_v0":
+        if action == "expired":
+            c.clock.advance(8 * 24 * 3600)  # past the held lease
+            return {**held, "payload": {"event": "expired", "expired_agent_id": agent}}
+        payload = {"event": action}
+        if action == "failed":
+            payload["reason"] = "x"
+        return {**held, "payload": payload}
+    if kind == "lane_profile_v0":
+        return {"payload": PROFILES["product_narrator"]}
+    if kind == "agent_grant_v0":
+        return {"payload": {"agent_id": "newcomer", "role": "product_narrator",
+                            "token_sha256": "a" * 64}}
+    if kind == "agent_revocation_v0":
+        grant = c.lanes["agents"]["bystander"]["grant_id"]
+        return {"payload": {"agent_id": "bystander", "grant_id": grant}}
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize(("role", "kind", "action"), CASES,
+                         ids=[f"{r}-{k}-{a}" for r, k, a in CASES])
+def test_role_kind_action_matrix(role: str, kind: str, action: str) -> None:
+    c = campaign()
+    c.agent("bystander", "product_narrator")
+    held: dict[str, Any] = {}
+    if role == OWNER_ROLE:
+        creds, agent = c.owner, "owner"
+    else:
+        agent = f"{role}-1"
+        creds = c.agent(agent, role)
+        if kind != "auto_research_lane_claim_v1":
+            c.todo("held", role=role, action_kind=PROFILES[role]["actions"][0],
+                   assigned_to=agent, lease_ttl_seconds=7 * 24 * 3600.0)
+            got = should_run(c.ledger, agent, claim=True, creds=creds)
+            held = {"todo_id": "held", "epoch": got["todo"]["epoch"]}
+    if kind == "auto_research_lane_claim_v1":
+        free_role = role if role != OWNER_ROLE else "research_executor"
+        c.todo("free", role=free_role, action_kind=PROFILES[free_role]["actions"][0])
+    doc = draft(c, role, agent, kind, action, held)
+    head = c.head()
+    if action in expected_scope(role).get(kind, ()):
+        [record] = [r for r in c.ledger.append(doc, creds=creds, kind=kind)
+                    if r["schema_version"] == kind]
+        assert (record["agent_id"], record["lane_role"]) == (agent, role)
+        assert verify_store(c.ledger.store).ok
+    else:
+        with pytest.raises(Forbidden) as refused:
+            c.ledger.append(doc, creds=creds, kind=kind)
+        assert (refused.value.role, refused.value.kind, refused.value.action) == (role, kind, action)
+        assert f"role {role!r} may not write {kind} with action {action!r}" in str(refused.value)
+        assert c.head() == head
+
+
+def test_the_matrix_covers_every_profile_and_kind() -> None:
+    assert set(PROFILES) == {"research_curator", "hypothesis_proposer", "research_executor",
+                             "evaluator_promoter", "product_narrator"}
+    allowed = sum(a in expected_scope(r).get(k, ()) for r, k, a in CASES)
+    assert 0 < allowed < len(CASES)
+
+
+@pytest.fixture
+def held() -> tuple[Campaign, Credentials, Credentials]:
+    c = campaign()
+    ex = c.agent("ex-1", "research_executor")
+    other = c.agent("ex-2", "research_executor")
+    c.todo("t1", assigned_to="ex-1")
+    should_run(c.ledger, "ex-1", claim=True, creds=ex)
+    return c, ex, other
+
+
+NOTE = {"todo_id": "t1", "epoch": 1, "payload": {"event": "note"}}
+
+
+@pytest.mark.parametrize("case", ["none", "empty", "wrong", "other-agent", "owner-token",
+                                  "revoked", "unregistered"])
+def test_bad_tokens_are_refused_and_write_nothing(held: tuple[Campaign, Credentials, Credentials],
+                                                  case: str) -> None:
+    from loopx.agents import revoke_agent
+
+    c, ex, other = held
+    creds = {
+        "none": Credentials("ex-1", None),
+        "empty": Credentials("ex-1", ""),
+        "wrong": Credentials("ex-1", "lpx_" + "x" * 43),
+        "other-agent": Credentials("ex-1", other.token),
+        "owner-token": Credentials("ex-1", c.owner.token),
+        "revoked": ex,
+        "unregistered": Credentials("ghost", ex.token),
+    }[case]
+    if case == "revoked":
+        revoke_agent(c.ledger, c.owner, "ex-1")
+    head = c.head()
+    with pytest.raises(Unauthorized):
+        c.ledger.append(NOTE, creds=creds, kind="rollout_event_v0")
+    assert c.head() == head
+    c.ledger.append(NOTE, creds=ex, kind="rollout_event_v0") if case != "revoked" else None
+
+
+def test_a_writer_cannot_speak_for_another_agent(held: tuple[Campaign, Credentials, Credentials]) -> None:
+    from loopx.errors import RecordRejected
+
+    c, ex, _ = held
+    with pytest.raises(RecordRejected, match="agent_id: is 'ex-2' but the writer is 'ex-1'"):
+        c.ledger.append({**NOTE, "agent_id": "ex-2"}, creds=ex, kind="rollout_event_v0")
+    with pytest.raises(RecordRejected, match="lane_role"):
+        c.ledger.append({**NOTE, "lane_role": "research_curator"}, creds=ex,
+                        kind="rollout_event_v0")
+    with pytest.raises(RecordRejected, match="provenance: 'observed' is stronger"):
+        c.ledger.append({"provenance": "observed", "payload": {
+            "todo_id": "t2", "title": "t", "role": "research_executor",
+            "action_kind": "run_dev_eval"}}, creds=c.owner, kind="todo_item_v0")
+    [lowered] = c.ledger.append({**NOTE, "provenance": "claimed"}, creds=ex,
+                                kind="rollout_event_v0")
+    assert lowered["provenance"] == "claimed"
+
+
+def test_only_the_owner_registers_and_revokes(held: tuple[Campaign, Credentials, Credentials]) -> None:
+    from loopx.agents import register_agent, revoke_agent
+
+    c, ex, _ = held
+    with pytest.raises(Forbidden, match="agent_grant_v0 with action 'grant'"):
+        register_agent(c.ledger, ex, "sneaky", "research_curator")
+    with pytest.raises(Forbidden, match="agent_revocation_v0"):
+        revoke_agent(c.ledger, ex, "ex-2")
+    with pytest.raises(Unauthorized, match="owner token is wrong"):
+        register_agent(c.ledger, Credentials("owner", ex.token), "sneaky", "research_curator")

@@ -1,0 +1,47 @@
+"""The tool registry: every operation typed, classed by risk, callable with checked arguments."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from loopx.checks import Credentials
+from loopx.errors import RecordRejected, UsageProblem
+from loopx.tools import TOOLS, ToolContext, call
+from loopx.tools.registry import RISK_CLASSES, params_of
+from loopx.workspace import init_workspace
+
+LANE_TOOLS = {"agent.register", "agent.list", "agent.revoke", "todo.add", "todo.list",
+              "todo.show", "todo.claim", "todo.heartbeat", "todo.release", "todo.complete",
+              "todo.fail", "quota.should_run", "status", "lanes.show", "lanes.apply"}
+
+
+def test_every_lane_operation_is_a_registered_tool_with_a_risk_class() -> None:
+    assert LANE_TOOLS <= set(TOOLS)
+    for tool in TOOLS.values():
+        assert tool.risk in RISK_CLASSES and tool.summary and tool.summary != tool.name
+        assert (tool.risk == "read") == tool.read_only
+    assert TOOLS["agent.revoke"].risk == "destructive"
+
+
+def test_dict_arguments_are_checked_and_read_tools_write_nothing(tmp_path: Path) -> None:
+    workspace, owner_token = init_workspace(tmp_path, "tools")
+    ctx = ToolContext(workspace, Credentials("owner", owner_token))
+    try:
+        registered = call("agent.register", ctx, {"agent_id": "ex-1", "role": "research_executor"})
+        assert registered["token"].startswith("lpx_")
+        with pytest.raises(RecordRejected) as bad:
+            call("todo.complete", ctx, {"todo_id": "t1", "epoch": "one"})
+        assert "epoch" in bad.value.fields
+        with pytest.raises(UsageProblem, match="no tool 'todo.explode'"):
+            call("todo.explode", ctx, {})
+        head = ctx.ledger.store.head()
+        for tool in TOOLS.values():
+            if tool.read_only and not params_of(tool) or tool.name == "verify":
+                call(tool.name, ctx, {})
+        call("todo.list", ctx, {"role": "research_executor"})
+        call("quota.should_run", ctx, {"agent_id": "ex-1"})
+        assert ctx.ledger.store.head() == head
+    finally:
+        ctx.close()
