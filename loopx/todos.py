@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopx.checks import Credentials, Identity
+from loopx.checks import Credentials
 from loopx.errors import NotFound
 from loopx.lane_state import LaneState, effective
 from loopx.leases import lease_live
@@ -96,6 +96,3 @@ def find_todo(lanes: LaneState, todo_id: str) -> dict[str, Any]:
         raise NotFound(f"no todo {todo_id!r}", hint="list them with `loopx todo list`")
     return todo
 
-
-__all__ = ["STATES", "Identity", "add_todos", "counts_by_state", "find_todo", "todo_row",
-           "todo_rows", "todo_state"]
