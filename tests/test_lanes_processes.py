@@ -13,6 +13,7 @@ from pathlib import Path
 
 from loopx.agents import register_agent
 from loopx.checks import Credentials
+from loopx.claims import heartbeat
 from loopx.todos import add_todos
 from loopx.verify import verify_store
 from loopx.workspace import find_workspace, init_workspace
@@ -86,7 +87,9 @@ def test_sigkilled_claimant_expires_and_its_late_completion_is_refused(tmp_path:
     ledger = workspace.ledger()
     _, victim_token = register_agent(ledger, owner, "victim", "research_executor")
     _, heir_token = register_agent(ledger, owner, "heir", "research_executor")
-    ttl = 2.0
+    # Generous: the early should-run below must start well inside the victim's lease, even on a
+    # loaded machine where each CLI subprocess can take a second or more.
+    ttl = 6.0
     add_todos(ledger, owner, [{"todo_id": "t1", "title": "long job", "role": "research_executor",
                                "action_kind": "run_dev_eval", "lease_ttl_seconds": ttl}])
     proc = start(tmp_path, "victim", victim_token, "--hold")
@@ -104,6 +107,8 @@ def test_sigkilled_claimant_expires_and_its_late_completion_is_refused(tmp_path:
     late = json.loads(loopx(tmp_path, "quota", "should-run", "--agent-id", "heir", "--claim",
                             "--json", token=heir_token).stdout)
     assert (late["claimed"], late["todo"]["todo_id"], late["todo"]["epoch"]) == (True, "t1", 2)
+    # Extend the heir's lease at once, in-process, so the checks below cannot outlive it.
+    heartbeat(ledger, Credentials("heir", heir_token), "t1", 2, ttl=600)
 
     records = [r for r, _ in find_workspace(tmp_path).store().read()]
     expired = [r for r in records if r["schema_version"] == "todo_event_v0"
