@@ -131,8 +131,12 @@ def json_problems(value: Any, path: str, *, depth: int = 0) -> list[FieldProblem
 
 
 def join_path(path: str, part: str | int) -> str:
-    """Dotted field path: ``join_path("payload", "metric")`` is ``payload.metric``."""
-    return f"{path}.{part}" if path else str(part)
+    """Dotted field path: ``join_path("payload", "metric")`` is ``payload.metric``.
+
+    An empty key is shown as ``""`` so that the path still names something.
+    """
+    name = str(part) if part != "" else '""'
+    return f"{path}.{name}" if path else name
 
 
 def _string_problems(value: str, path: str) -> list[FieldProblem]:

@@ -8,10 +8,12 @@ because tokens never reach the log.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from loopx.errors import Forbidden, LoopxError, Refused, StaleLease, Unauthorized
+from loopx.governance_checks import GOVERNANCE_CHECKS, claim_block, stop_transition
 from loopx.lane_state import LaneState, apply_record, effective
 from loopx.leases import lease_live
 from loopx.scope import OWNER_ROLE, action_of, allowed
@@ -80,25 +82,34 @@ def check_batch(lanes: LaneState, records: list[dict[str, Any]], now: str, first
     Raises:
         Unauthorized, Forbidden, StaleLease, Refused: naming the record and the rule.
     """
-    expected: list[dict[str, Any]] = []
+    expected: list[Expected] = []
     for index, record in enumerate(records):
         provisional = {**record, "seq": first_seq + index, "ts": now}
         try:
             if expected:
                 writer_of(lanes, provisional)
-                _check_successor(record, expected.pop(0))
+                expected.pop(0).check(record)
             else:
                 _check_record(lanes, provisional, now)
-            expected += _successors_of(lanes, provisional)
+            successors = _successors_of(lanes, provisional)
+            apply_record(lanes, provisional)
+            expected += successors + _stop_after(lanes, provisional)
         except LoopxError as exc:
             if len(records) > 1:
                 exc.message = f"record {index} of the batch: {exc.message}"
                 exc.args = (exc.message,)
             raise
-        apply_record(lanes, provisional)
     if expected:
-        raise Refused(f"a completion's successor todos are missing from its batch: "
-                      f"{', '.join(p['todo_id'] for p in expected)}")
+        raise Refused("records that must follow in the same batch are missing: "
+                      + ", ".join(e.label for e in expected))
+
+
+@dataclass(frozen=True)
+class Expected:
+    """A record the batch must carry next: a successor todo, or the stop a decision fires."""
+
+    label: str
+    check: Callable[[dict[str, Any]], None]
 
 
 def writer_of(lanes: LaneState, record: dict[str, Any]) -> Identity:
@@ -133,6 +144,8 @@ def _check_record(lanes: LaneState, record: dict[str, Any], now: str) -> None:
         raise Refused("successor_rule_id is set only by a successor rule firing on a completion")
     if not allowed(None if profile is None else profile["write_scope"], kind, action):
         raise Forbidden(who.role, kind, action)
+    if who.is_owner and record["todo_id"] is not None:
+        raise Refused("the owner holds no todos; owner records carry no todo_id")
     if kind == "auto_research_lane_claim_v1":
         _check_claim(lanes, who, record, now)
         return
@@ -187,6 +200,10 @@ def _check_claim(lanes: LaneState, who: Identity, record: dict[str, Any], now: s
     waiting = blockers(todo, lanes)
     if waiting:
         raise Refused(f"todo {todo_id!r} is blocked by {', '.join(waiting)}")
+    block = claim_block(lanes, who.agent_id, todo)
+    if block is not None:
+        raise Refused(f"the campaign refuses claims now ({block.reason}: "
+                      f"{_detail(block.detail)})")
     profile = lanes["profiles"][who.role]
     if len(live_holdings(lanes, who.agent_id, now)) >= profile["max_concurrent_claims"]:
         raise Refused(f"{who.agent_id} already holds {profile['max_concurrent_claims']} lease(s), "
@@ -295,22 +312,41 @@ def _check_revocation(lanes: LaneState, who: Identity, record: dict[str, Any]) -
         raise Refused(f"agent {p['agent_id']!r} has no live grant {p['grant_id']}")
 
 
-_KIND_CHECKS = {
+def _detail(detail: dict[str, Any]) -> str:
+    return "; ".join(f"{k} {', '.join(map(str, v)) if isinstance(v, list) else v}"
+                     for k, v in detail.items())
+
+
+_KIND_CHECKS: dict[str, Callable[[LaneState, Identity, dict[str, Any]], None]] = {
     "todo_item_v0": _check_todo,
     "research_hypothesis_v0": _check_hypothesis,
     "agent_grant_v0": _check_grant,
     "agent_revocation_v0": _check_revocation,
+    **GOVERNANCE_CHECKS,
 }
 
 
-def _successors_of(lanes: LaneState, record: dict[str, Any]) -> list[dict[str, Any]]:
-    """Successor todo payloads a completion record must be followed by in its batch."""
+def _stop_after(lanes: LaneState, record: dict[str, Any]) -> list[Expected]:
+    """The stop a decision (already folded into ``lanes``) fires, if the policy says so."""
+    if record["schema_version"] != "research_decision_v0":
+        return []
+    stop = stop_transition(lanes, record)
+    if stop is None:
+        return []
+    return [Expected(f"the stop transition the policy fires ({', '.join(stop['stop_reasons'])})",
+                     lambda r: _check_stop(r, stop))]
+
+
+def _successors_of(lanes: LaneState, record: dict[str, Any]) -> list[Expected]:
+    """Successor todos a completion (not yet folded in) must be followed by in its batch."""
     if record["schema_version"] != "todo_event_v0" or record["payload"]["event"] != "completed":
         return []
     todo = lanes["todos"][record["todo_id"]]
     profile = lanes["profiles"].get(record["lane_role"], {})
-    return successor_todos(profile, record["todo_id"], todo, record["agent_id"],
-                           record["payload"].get("result", {}), lanes["todos"])
+    wanted = successor_todos(profile, record["todo_id"], todo, record["agent_id"],
+                             record["payload"].get("result", {}), lanes["todos"])
+    return [Expected(f"successor todo {w['todo_id']}", lambda r, w=w: _check_successor(r, w))
+            for w in wanted]
 
 
 def _check_successor(record: dict[str, Any], want: dict[str, Any]) -> None:
@@ -321,4 +357,13 @@ def _check_successor(record: dict[str, Any], want: dict[str, Any]) -> None:
             or record["todo_id"] is not None):
         raise Refused(f"a completion must be followed by its successor todo {want['todo_id']!r} "
                       "exactly as the role's rule makes it")
+
+
+def _check_stop(record: dict[str, Any], want: dict[str, Any]) -> None:
+    from loopx.records.governance import CampaignTransitionV0
+
+    normal = CampaignTransitionV0.model_validate(want).model_dump(mode="json")
+    if record["schema_version"] != "campaign_transition_v0" or record["payload"] != normal:
+        raise Refused("the stop policy fires with this decision: it must be followed by the "
+                      f"campaign's stop ({', '.join(want['stop_reasons'])}) in the same batch")
 

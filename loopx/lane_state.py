@@ -1,7 +1,9 @@
-"""The lanes slice of folded state: role profiles, agents and their grants, todos and leases.
+"""The checked state: role profiles, agents and their grants, todos and leases, plus the
+governance slices folded by :mod:`loopx.campaign_state`.
 
-Updates are copy-on-write (each entry is replaced, never mutated in place), so the same code
-folds the log and checks a batch against an overlay of the state without touching it.
+This is everything the write checks and should-run read. Updates are copy-on-write (each entry
+is replaced, never mutated in place), so the same code folds the log and checks a batch against
+an overlay of the state without touching it.
 """
 
 from __future__ import annotations
@@ -10,14 +12,17 @@ import bisect
 from collections import ChainMap
 from typing import Any
 
+from loopx import campaign_state
 from loopx.leases import add_seconds
 
 LaneState = dict[str, Any]
-SLICES = ("profiles", "agents", "todos", "queues")
+LANE_SLICES = ("profiles", "agents", "todos", "queues")
+SLICES = LANE_SLICES + campaign_state.SLICES
 
 
 class LanesReducer:
-    """Folds profiles, grants, revocations, todos, claims and todo events.
+    """Folds profiles, grants, revocations, todos, claims and todo events, then the governance
+    records (contract, campaign status, proposals, approvals, usage, findings, decisions).
 
     ``queues`` holds the todos not yet done, per role (or per assignee, ``@agent``), sorted by
     (-priority, seq): selection takes the first claimable one instead of walking every todo.
@@ -25,10 +30,12 @@ class LanesReducer:
     """
 
     name = "lanes"
-    version = 1
+    version = 2
 
     def initial(self) -> LaneState:
-        return {name: {} for name in SLICES}
+        state: LaneState = {name: {} for name in SLICES}
+        state["campaign"] = campaign_state.initial_campaign()
+        return state
 
     def apply(self, state: LaneState, record: dict[str, Any]) -> None:
         apply_record(state, record)
@@ -87,6 +94,7 @@ def apply_record(state: LaneState, record: dict[str, Any]) -> None:
     handler = _HANDLERS.get(record["schema_version"])
     if handler is not None:
         handler(state, record, record["payload"])
+    campaign_state.apply_campaign(state, record)
 
 
 def _profile(state: LaneState, record: dict[str, Any], p: dict[str, Any]) -> None:
@@ -116,6 +124,7 @@ def _todo(state: LaneState, record: dict[str, Any], p: dict[str, Any]) -> None:
         "unblocks": p.get("unblocks_todo_id"), "hypothesis_id": p.get("hypothesis_id"),
         "priority": p.get("priority", 0), "lease_ttl_seconds": p.get("lease_ttl_seconds"),
         "max_attempts": p.get("max_attempts"), "rule": p.get("successor_rule_id"),
+        "cost": p.get("estimated_cost") or None,
         "source": p.get("source_todo_id"), "seq": record["seq"], "added_by": record["agent_id"],
         "status": "open", "holder": None, "epoch": 0, "expires": None, "claims": 0,
         "failures": 0, "ttl": None,

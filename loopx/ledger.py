@@ -27,6 +27,17 @@ Plan = Callable[[LaneState, "Identity", str], list[Record]]
 CHECKPOINT_EVERY = 1000
 
 
+def draft(payload: dict[str, Any], *, kind: str | None = None,
+          under: tuple[str, int] | None = None) -> dict[str, Any]:
+    """A draft of ``payload``, tied to the held todo ``under`` (todo id, epoch) if given."""
+    out: dict[str, Any] = {"payload": payload}
+    if kind is not None:
+        out["schema_version"] = kind
+    if under is not None:
+        out.update(todo_id=under[0], epoch=under[1])
+    return out
+
+
 class Ledger:
     """A store plus the fold over it. One instance per thread; any number of processes."""
 

@@ -22,6 +22,14 @@ KIND_ACTIONS: dict[str, tuple[str, ...]] = {
     "lane_profile_v0": ("set",),
     "agent_grant_v0": ("grant",),
     "agent_revocation_v0": ("revoke",),
+    "campaign_transition_v0": ("planned", "ready", "running", "paused", "completed", "stopped",
+                               "failed"),
+    "action_proposal_v0": ("propose",),
+    "approval_v0": ("approve", "reject"),
+    "action_result_v0": ("record",),
+    "usage_v0": ("add",),
+    "finding_v0": ("add",),
+    "research_decision_v0": ("promote", "retire"),
 }
 
 # Every role may write these for todos it holds (claims and expiries have their own checks).
@@ -36,15 +44,30 @@ OWNER_SCOPE: dict[str, tuple[str, ...]] = {
     "agent_grant_v0": ("grant",),
     "agent_revocation_v0": ("revoke",),
     "todo_item_v0": ("add",),
+    "approval_v0": ("approve", "reject"),
+    "campaign_transition_v0": KIND_ACTIONS["campaign_transition_v0"],
+    "action_proposal_v0": ("propose",),
+    "action_result_v0": ("record",),
+    "usage_v0": ("add",),
 }
-OWNER_ONLY = frozenset({"lane_profile_v0", "agent_grant_v0", "agent_revocation_v0"})
+OWNER_ONLY = frozenset({"lane_profile_v0", "agent_grant_v0", "agent_revocation_v0",
+                        "approval_v0"})
+# Record kinds whose action is named by one payload field (value -> action).
+_ACTION_FIELDS: dict[str, tuple[str, dict[str, str] | None]] = {
+    "todo_event_v0": ("event", None),
+    "campaign_transition_v0": ("to_state", None),
+    "approval_v0": ("verdict", {"approved": "approve", "rejected": "reject"}),
+    "research_decision_v0": ("outcome", {"promoted": "promote", "retired": "retire"}),
+}
 
 
 def action_of(record: Mapping[str, Any]) -> str:
     """The action a record performs on its kind (``todo_event_v0``: its event)."""
     kind, payload = record["schema_version"], record["payload"]
-    if kind == "todo_event_v0":
-        return str(payload["event"])
+    if kind in _ACTION_FIELDS:
+        name, mapping = _ACTION_FIELDS[kind]
+        value = str(payload[name])
+        return mapping[value] if mapping else value
     if kind == "research_contract_v0":
         return "create" if payload.get("version", 1) == 1 else "amend"
     if kind == "research_hypothesis_v0":

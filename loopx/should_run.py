@@ -11,11 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopx.errors import NotFound, Unauthorized
+from loopx.governance import campaign_block, todo_over_budget
 from loopx.lane_state import LaneState, effective, fast_get
 from loopx.leases import lease_live
 from loopx.scope import role_scope
 
-REASONS = ("selected", "already_holding_lease", "no_eligible_todo", "blocked", "quota_exhausted")
+REASONS = ("selected", "already_holding_lease", "no_eligible_todo", "blocked", "quota_exhausted",
+           "campaign_stopped", "campaign_paused", "budget_exhausted", "awaiting_approval")
 TITLE_CHARS = 120
 
 
@@ -29,6 +31,7 @@ class Decision:
     reason: str
     todo_id: str | None = None
     blocked: list[str] = field(default_factory=list)
+    detail: dict[str, Any] = field(default_factory=dict)
 
 
 def agent_entry(lanes: LaneState, agent_id: str) -> dict[str, Any]:
@@ -81,11 +84,22 @@ def quota_left(lanes: LaneState, agent_id: str) -> int | None:
 
 def select(lanes: LaneState, agent_id: str, now: str) -> Decision:
     """Decide for ``agent_id`` at ``now``: its assigned todos first, then its role's, each by
-    priority and then age. Deterministic, and it stops at the first claimable todo."""
+    priority and then age. Deterministic, and it stops at the first claimable todo.
+
+    The campaign comes first: a stopped or paused campaign, an exhausted budget or an action
+    of this agent awaiting approval means no new work (a todo it holds is named, so it can
+    finish or release it); a todo whose estimated cost exceeds the remaining budget is passed
+    over.
+    """
     agent = agent_entry(lanes, agent_id)
     role = agent["role"]
-    profile = lanes["profiles"].get(role, {})
     held = live_holdings(lanes, agent_id, now)
+    block = campaign_block(lanes, agent_id)
+    if block is not None:
+        # A held lease is still the agent's to heartbeat, finish or release: say which.
+        detail = {**block.detail, "holding": held} if held else block.detail
+        return Decision(agent_id, role, False, block.reason, detail=detail)
+    profile = lanes["profiles"].get(role, {})
     if len(held) >= profile.get("max_concurrent_claims", 1):
         return Decision(agent_id, role, True, "already_holding_lease", held[0])
     if quota_left(lanes, agent_id) == 0:
@@ -93,6 +107,7 @@ def select(lanes: LaneState, agent_id: str, now: str) -> Decision:
     get = fast_get(lanes["todos"])
     queues = lanes["queues"]
     any_blocked = False
+    too_costly: list[str] = []
     # Todos assigned to this agent first, then the role's; each queue is in selection order.
     for queue in (queues.get(f"@{agent_id}", ()), queues.get(role, ())):
         for _, _, todo_id in queue:
@@ -102,7 +117,13 @@ def select(lanes: LaneState, agent_id: str, now: str) -> Decision:
             if blockers(todo, lanes):
                 any_blocked = True
                 continue
+            if todo.get("cost") and todo_over_budget(lanes, todo):
+                too_costly.append(todo_id)
+                continue
             return Decision(agent_id, role, True, "selected", todo_id)
+    if too_costly and not any_blocked:
+        return Decision(agent_id, role, False, "budget_exhausted",
+                        detail={"over_budget_todos": sorted(too_costly)[:8]})
     if any_blocked:
         blocked = [t for queue in (queues.get(f"@{agent_id}", ()), queues.get(role, ()))
                    for _, _, t in queue if blockers(get(t), lanes)]
@@ -144,6 +165,8 @@ def decision_json(decision: Decision, lanes: LaneState, goal_id: str, *, claimed
                            "todo": None, "claim": None}
     if decision.blocked:
         out["blocked_todos"] = decision.blocked
+    if decision.detail:
+        out["detail"] = decision.detail
     if decision.todo_id is not None:
         todo = lanes["todos"][decision.todo_id]
         holding = decision.reason == "already_holding_lease" or claimed

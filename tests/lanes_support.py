@@ -35,10 +35,12 @@ class Campaign:
     ledger: Ledger
     owner: Credentials
     clock: Clock
+    tokens: dict[str, str] = field(default_factory=dict)
 
     def agent(self, agent_id: str, role: str, **options: Any) -> Credentials:
         """Register an agent and return its credentials."""
         _, token = register_agent(self.ledger, self.owner, agent_id, role, **options)
+        self.tokens[agent_id] = token
         return Credentials(agent_id, token)
 
     def todo(self, todo_id: str, role: str = "research_executor",

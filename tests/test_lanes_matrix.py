@@ -24,6 +24,8 @@ def expected_scope(role: str) -> dict[str, tuple[str, ...]]:
     return role_scope(None if role == OWNER_ROLE else PROFILES[role]["write_scope"])
 
 
+GOVERNANCE = ("research_contract_v0", "action_proposal_v0", "approval_v0", "action_result_v0",
+              "usage_v0", "finding_v0", "research_decision_v0", "campaign_transition_v0")
 CONTRACT = {
     "contract_id": "c1",
     "objective": {"name": "n", "prompt": "p", "domain": "d"},
@@ -32,15 +34,90 @@ CONTRACT = {
 }
 
 
-def draft(c: Campaign, role: str, agent: str, kind: str, action: str,
-          held: dict[str, Any]) -> dict[str, Any]:
-    """A well-formed draft performing ``action`` on ``kind``, valid but for the scope check."""
+def setup_contract(c: Campaign, **changes: Any) -> dict[str, Any]:
+    """A contract version 1, written by a curator of its own."""
+    curator = c.agent("curator-setup", "research_curator")
+    [record] = c.ledger.append({"payload": {**CONTRACT, **changes}}, creds=curator,
+                               kind="research_contract_v0")
+    return record
+
+
+def setup_states(c: Campaign, *states: str) -> None:
+    """Move the campaign through ``states`` as the owner."""
+    current = c.lanes["campaign"]["status"]["state"]
+    for state in states:
+        c.ledger.append({"payload": {"from_state": current, "to_state": state, "reason": "setup"}},
+                        creds=c.owner, kind="campaign_transition_v0")
+        current = state
+
+
+# The states a campaign passes through before each transition is legal.
+BEFORE = {"planned": (), "ready": ("planned",), "running": ("planned", "ready"),
+          "paused": ("planned", "ready", "running"), "completed": ("planned", "ready", "running"),
+          "stopped": ("planned", "ready", "running"), "failed": ("planned", "ready", "running")}
+
+
+def proposal(proposal_id: str, risk: str, needs: bool) -> dict[str, Any]:
+    return {"proposal_id": proposal_id, "name": "n", "tool": "lab.train", "risk": risk,
+            "reason": "r", "eligible": True, "requires_approval": needs, "contract_version": 1}
+
+
+def governance_draft(c: Campaign, role: str, agent: str, kind: str, action: str,
+                     creds: Credentials) -> dict[str, Any]:
+    """Drafts (and the state they need) for the governance kinds."""
     if kind == "research_contract_v0":
-        payload: dict[str, Any] = dict(CONTRACT)
-        if action == "amend":
-            payload.update(version=2, supersedes="c1",
-                           amendment={"changed": ["metric.baseline"], "reason": "remeasured"})
-        return {"payload": payload}
+        if action == "create":
+            return {"payload": dict(CONTRACT)}
+        v1 = setup_contract(c)
+        metric = {**CONTRACT["metric"], "baseline": 0.6}
+        return {"payload": {**CONTRACT, "metric": metric, "version": 2,
+                            "supersedes": v1["record_id"],
+                            "amendment": {"changed": ["metric.baseline"], "reason": "remeasured"}}}
+    if kind == "action_proposal_v0":
+        setup_contract(c)
+        return {"payload": proposal("p1", "read", False)}
+    if kind == "approval_v0":
+        setup_contract(c)
+        bystander = Credentials("bystander", c.tokens["bystander"])
+        c.ledger.append({"payload": proposal("p0", "compute", True)}, creds=bystander,
+                        kind="action_proposal_v0")
+        verdict = "approved" if action == "approve" else "rejected"
+        return {"payload": {"subject": {"kind": "proposal", "id": "p0"}, "verdict": verdict,
+                            "note": "ok"}}
+    if kind == "action_result_v0":
+        setup_contract(c)
+        if "propose" in expected_scope(role).get("action_proposal_v0", ()):
+            c.ledger.append({"payload": proposal("p0", "read", False)}, creds=creds,
+                            kind="action_proposal_v0")
+        return {"payload": {"proposal_id": "p0", "success": True}}
+    if kind == "usage_v0":
+        return {"payload": {"cpu_hours": 1.5}}
+    if kind == "finding_v0":
+        return {"payload": {"finding_id": "f1", "kind": "hypothesis", "statement": "maybe"}}
+    if kind == "research_decision_v0":
+        outcome = {"promote": ("promoted", "gates_passed"), "retire": ("retired", "duplicate")}
+        o, r = outcome[action]
+        return {"payload": {"decision_id": "d1", "hypothesis_id": "h1", "outcome": o,
+                            "reason": r, "revision": 0}}
+    if kind == "campaign_transition_v0":
+        # A stop by an agent must name the reasons that apply: an exhausted experiment budget.
+        setup_contract(c, budget={"max_experiments": 1})
+        setup_states(c, *BEFORE[action])
+        current = c.lanes["campaign"]["status"]["state"]
+        reasons: list[str] = []
+        if action == "stopped":
+            c.ledger.append({"payload": {"experiments": 1}}, creds=c.owner, kind="usage_v0")
+            reasons = ["budget_exhausted:experiments"]
+        return {"payload": {"from_state": current, "to_state": action, "reason": "test",
+                            "stop_reasons": reasons}}
+    raise AssertionError(kind)
+
+
+def draft(c: Campaign, role: str, agent: str, kind: str, action: str,
+          held: dict[str, Any], creds: Credentials) -> dict[str, Any]:
+    """A well-formed draft performing ``action`` on ``kind``, valid but for the scope check."""
+    if kind in GOVERNANCE:
+        return governance_draft(c, role, agent, kind, action, creds)
     if kind == "research_hypothesis_v0":
         payload = {"hypothesis_id": "h1", "title": "t", "statement": "s",
                    "mechanism_family": "m", "claimed_by": agent, "no_grounding_reason": "test"}
@@ -103,7 +180,7 @@ def test_role_kind_action_matrix(role: str, kind: str, action: str) -> None:
     if kind == "auto_research_lane_claim_v1":
         free_role = role if role != OWNER_ROLE else "research_executor"
         c.todo("free", role=free_role, action_kind=PROFILES[free_role]["actions"][0])
-    doc = draft(c, role, agent, kind, action, held)
+    doc = draft(c, role, agent, kind, action, held, creds)
     head = c.head()
     if action in expected_scope(role).get(kind, ()):
         [record] = [r for r in c.ledger.append(doc, creds=creds, kind=kind)

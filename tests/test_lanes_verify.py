@@ -49,6 +49,21 @@ def test_an_honest_log_verifies(c: Campaign) -> None:
     ({"capability": "rec_forged"}, "under grant"),
     ({"agent_id": "owner", "lane_role": "owner", "capability": "owner"},
      "may not write rollout_event_v0"),
+    # Governance records are checked the same way: an approval no owner wrote, a stop no
+    # policy fired, usage that names a proposal that never was.
+    ({"schema_version": "approval_v0", "todo_id": None, "epoch": None, "visibility": "private",
+      "payload": {"subject": {"kind": "proposal", "id": "p1"}, "verdict": "approved",
+                  "note": "self-serve"}},
+     "may not write approval_v0 with action 'approve'"),
+    ({"schema_version": "campaign_transition_v0", "todo_id": None, "epoch": None,
+      "agent_id": "owner", "lane_role": "owner", "capability": "owner",
+      "payload": {"from_state": "created", "to_state": "running", "reason": "skip ahead",
+                  "stop_reasons": [], "iteration": 0, "decision_id": None}},
+     "cannot move from created to running"),
+    ({"schema_version": "usage_v0", "todo_id": None, "epoch": None, "visibility": "private",
+      "payload": {"gpu_hours": 0.0, "cpu_hours": 1.0, "storage_gb": 0.0, "download_gb": 0.0,
+                  "experiments": 0, "proposal_id": "p404", "note": None}},
+     "names proposal 'p404', which does not exist"),
 ])
 def test_forged_records_are_reported(c: Campaign, fields: dict[str, Any], problem: str) -> None:
     head = c.head()
@@ -64,7 +79,7 @@ def test_a_completion_without_its_successors_is_reported(c: Campaign) -> None:
           payload={"event": "completed", "result": {"status": "scored"}})
     report = verify_store(c.ledger.store)
     assert not report.ok and report.first_bad_seq == head + 1
-    assert "successor todos are missing" in (report.problem or "")
+    assert "must follow in the same batch are missing: successor todo" in (report.problem or "")
 
 
 def test_a_claim_that_skips_the_queue_is_reported(c: Campaign) -> None:

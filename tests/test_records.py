@@ -48,13 +48,30 @@ VALID: dict[str, dict[str, Any]] = {
                                     "lease_ttl_seconds": 60.0},
     "todo_event_v0": {"event": "heartbeat"},
     "rollout_event_v0": {"event": "started"},
+    # Governance kinds: a proposal needs the contract (written first), a result its proposal.
+    "action_proposal_v0": {"proposal_id": "p1", "name": "inspect", "tool": "lab.inspect",
+                           "risk": "read", "reason": "look first", "eligible": True,
+                           "requires_approval": False, "contract_version": 1},
+    "action_result_v0": {"proposal_id": "p1", "success": True, "result": {"rows": 3}},
+    "campaign_transition_v0": {"from_state": "created", "to_state": "planned",
+                               "reason": "contract written"},
+    "finding_v0": {"finding_id": "f1", "kind": "computed_result", "statement": "acc is 0.7",
+                   "evidence": [{"kind": "record", "ref": "rec_1"}]},
+    "research_decision_v0": {"decision_id": "d1", "hypothesis_id": "h1", "outcome": "retired",
+                             "reason": "contradicted", "revision": 3},
+    "usage_v0": {"cpu_hours": 0.5, "experiments": 1},
 }
+# Agent kinds in an order that satisfies their dependencies.
+AGENT_ORDER = ["research_contract_v0"]
 OWNER_VALID: dict[str, dict[str, Any]] = {
     "lane_profile_v0": {"role": "scribe", "capability_token": "scribe", "actions": ["take_notes"],
                         "write_scope": {"rollout_event_v0": ["record"]}},
     "agent_grant_v0": {"agent_id": "a9", "role": "research_curator", "token_sha256": "0" * 64},
     # grant_id must name a live grant; test_every_owner_kind_has_a_valid_example fills it in
     "agent_revocation_v0": {"agent_id": "a9", "grant_id": "rec_0", "reason": "done"},
+    # the subject must exist: the test writes a contract and a proposal first
+    "approval_v0": {"subject": {"kind": "proposal", "id": "p2"}, "verdict": "approved",
+                    "note": "fine, within budget"},
 }
 AGENT_KINDS = sorted(k for k, spec in KINDS.items() if spec.written_by == "agents")
 OWNER_KINDS = sorted(k for k, spec in KINDS.items() if spec.written_by == "owner")
@@ -96,7 +113,7 @@ def fresh_ledger() -> Lanes:
          "action_kind": "run_dev_eval", "assigned_to": "claimer", "lease_ttl_seconds": 60.0}])
     assert should_run(ledger, "a1", claim=True, creds=proposer)["claimed"]
     tied = executor.tie({})
-    writers = {
+    writers: dict[str, Any] = {
         "research_contract_v0": agent(ledger, owner, "curator", "research_curator"),
         "research_hypothesis_v0": proposer,
         "auto_research_evidence_packet_v0": executor.creds,
@@ -105,8 +122,14 @@ def fresh_ledger() -> Lanes:
         "auto_research_lane_claim_v1": claimer,
         "todo_event_v0": executor.creds,
         "rollout_event_v0": executor.creds,
+        **dict.fromkeys(("action_proposal_v0", "action_result_v0", "campaign_transition_v0",
+                         "finding_v0"), "curator"),
+        "research_decision_v0": "evaluator",
+        "usage_v0": executor.creds,
         **dict.fromkeys(OWNER_KINDS, owner),
     }
+    by_id = {c.agent_id: c for c in writers.values() if isinstance(c, Credentials)}
+    writers = {kind: by_id[w] if isinstance(w, str) else w for kind, w in writers.items()}
     envelopes = {
         "research_hypothesis_v0": {"todo_id": "a1-work", "epoch": 1},
         "auto_research_evidence_packet_v0": tied,
@@ -144,7 +167,7 @@ def head(lanes: Lanes) -> int:
 def test_every_agent_kind_has_a_valid_example() -> None:
     assert sorted(VALID) == AGENT_KINDS
     lanes = fresh_ledger()
-    for kind in AGENT_KINDS:
+    for kind in AGENT_ORDER + [k for k in AGENT_KINDS if k not in AGENT_ORDER]:
         [record] = append(lanes, {"payload": VALID[kind]}, kind)
         assert record["schema_version"] == kind
         assert record["visibility"] == KINDS[kind].visibility
@@ -163,6 +186,12 @@ def test_every_owner_kind_has_a_valid_example() -> None:
         assert records[kind]["schema_version"] == kind
         assert records[kind]["visibility"] == KINDS[kind].visibility
         assert records[kind]["agent_id"] == "owner"
+    append(lanes, {"payload": VALID["research_contract_v0"]}, "research_contract_v0")
+    append(lanes, {"payload": {**VALID["action_proposal_v0"], "proposal_id": "p2",
+                               "risk": "compute", "requires_approval": True}},
+           "action_proposal_v0")
+    [approval] = append(lanes, {"payload": OWNER_VALID["approval_v0"]}, "approval_v0")
+    assert (approval["agent_id"], approval["visibility"]) == ("owner", "private")
 
 
 @pytest.mark.parametrize(("kind", "mutate", "field"), [

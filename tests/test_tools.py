@@ -8,7 +8,7 @@ import pytest
 
 from loopx.checks import Credentials
 from loopx.errors import RecordRejected, UsageProblem
-from loopx.tools import TOOLS, ToolContext, call
+from loopx.tools import ToolContext, all_tools, call
 from loopx.tools.registry import RISK_CLASSES, params_of
 from loopx.workspace import init_workspace
 
@@ -18,11 +18,11 @@ LANE_TOOLS = {"agent.register", "agent.list", "agent.revoke", "todo.add", "todo.
 
 
 def test_every_lane_operation_is_a_registered_tool_with_a_risk_class() -> None:
-    assert LANE_TOOLS <= set(TOOLS)
-    for tool in TOOLS.values():
+    assert LANE_TOOLS <= set(all_tools())
+    for tool in all_tools().values():
         assert tool.risk in RISK_CLASSES and tool.summary and tool.summary != tool.name
         assert (tool.risk == "read") == tool.read_only
-    assert TOOLS["agent.revoke"].risk == "destructive"
+    assert all_tools()["agent.revoke"].risk == "destructive"
 
 
 def test_dict_arguments_are_checked_and_read_tools_write_nothing(tmp_path: Path) -> None:
@@ -37,7 +37,7 @@ def test_dict_arguments_are_checked_and_read_tools_write_nothing(tmp_path: Path)
         with pytest.raises(UsageProblem, match="no tool 'todo.explode'"):
             call("todo.explode", ctx, {})
         head = ctx.ledger.store.head()
-        for tool in TOOLS.values():
+        for tool in all_tools().values():
             if tool.read_only and not params_of(tool) or tool.name == "verify":
                 call(tool.name, ctx, {})
         call("todo.list", ctx, {"role": "research_executor"})
@@ -45,3 +45,18 @@ def test_dict_arguments_are_checked_and_read_tools_write_nothing(tmp_path: Path)
         assert ctx.ledger.store.head() == head
     finally:
         ctx.close()
+
+
+def test_tool_modules_load_on_first_use() -> None:
+    import subprocess
+    import sys
+
+    # A fresh interpreter: asking for one lanes tool loads neither the governance nor the
+    # kernel tools, and asking for an unknown one lists every tool.
+    probe = ("import sys; from loopx.tools import get_tool; get_tool('quota.should_run'); "
+             "print(sorted(m for m in sys.modules if m.startswith('loopx.tools.')))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            check=True).stdout
+    assert "loopx.tools.lanes" in loaded and "loopx.tools.governance" not in loaded
+    with pytest.raises(UsageProblem, match="campaign.status"):
+        call("campaign.nope", None, {})  # type: ignore[arg-type]

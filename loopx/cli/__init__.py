@@ -6,7 +6,6 @@ with the error's own code; they never print a traceback. Heavy imports stay insi
 a cold start stays cheap.
 """
 
-from loopx.cli import kernel, lanes  # noqa: F401  (registers the commands)
-from loopx.cli.app import cli, main
+from loopx.cli.app import cli, main  # command modules load on demand (COMMAND_MODULES)
 
 __all__ = ["cli", "main"]

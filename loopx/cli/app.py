@@ -24,8 +24,30 @@ JSON_META = "loopx.json"
 ENV_TOKEN = "LOOPX_TOKEN"
 
 
+# Command -> the module under loopx.cli that defines it. A module is imported only when one of
+# its commands runs (or for --help), so a hot command such as `quota should-run` does not pay
+# for defining every other command.
+COMMAND_MODULES: dict[str, str] = {
+    **dict.fromkeys(("init", "append", "log", "show", "verify", "schemas", "migrate"), "kernel"),
+    **dict.fromkeys(("agent", "todo", "quota", "status", "lanes"), "lanes"),
+    **dict.fromkeys(("contract", "propose", "approve", "reject", "can-execute", "action",
+                     "approvals", "usage", "finding", "campaign"), "governance"),
+}
+
+
 class LoopxGroup(click.Group):
-    """Turns loopx errors into a message and the error's exit code."""
+    """Loads command modules on demand; turns loopx errors into a message and the error's exit
+    code."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(COMMAND_MODULES))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMAND_MODULES:
+            import importlib
+
+            importlib.import_module(f"loopx.cli.{COMMAND_MODULES[cmd_name]}")
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -135,6 +157,39 @@ token_file_option = click.option(
 agent_option = click.option(
     "--agent-id", envvar="LOOPX_AGENT_ID", required=True, metavar="ID",
     help="The acting agent (env LOOPX_AGENT_ID); 'owner' with the owner token.")
+# For commands that can also run without writing (--dry-run): the command checks presence.
+optional_agent_option = click.option(
+    "--agent-id", envvar="LOOPX_AGENT_ID", metavar="ID",
+    help="The acting agent (env LOOPX_AGENT_ID); not needed with --dry-run.")
+
+
+def json_arg(text: str | None, path: Path | None, what: str) -> Any:
+    """A JSON value given inline or in a file (``-`` for stdin), strictly parsed."""
+    from loopx.canonical import JSONInputError, loads_strict
+
+    if text is not None and path is not None:
+        raise UsageProblem(f"give {what} as text or as a file, not both")
+    if path is not None:
+        try:
+            text = sys.stdin.read() if str(path) == "-" else path.read_text()
+        except OSError as exc:
+            raise UsageProblem(f"cannot read {path}: {exc.strerror}") from None
+    if text is None:
+        return None
+    try:
+        return loads_strict(text)
+    except JSONInputError as exc:
+        raise UsageProblem(f"{what} is not valid JSON: {exc}") from None
+
+
+def parse_under(value: str | None) -> tuple[str | None, int | None]:
+    """``TODO_ID:EPOCH`` from ``--under`` (both None when not given)."""
+    if value is None:
+        return None, None
+    todo_id, sep, epoch = value.rpartition(":")
+    if not sep or not epoch.isdigit() or not todo_id:
+        raise UsageProblem("--under: expected TODO_ID:EPOCH")
+    return todo_id, int(epoch)
 
 
 def main() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,32 +12,14 @@ from loopx.cli.app import (
     cli,
     credentials,
     emit,
+    json_arg,
     json_option,
+    parse_under,
     run_tool,
     token_file_option,
     token_output,
 )
 from loopx.errors import UsageProblem
-
-
-def _json_arg(text: str | None, path: Path | None, what: str) -> Any:
-    """A JSON value given inline or in a file (``-`` for stdin), strictly parsed."""
-    from loopx.canonical import JSONInputError, loads_strict
-
-    if text is not None and path is not None:
-        raise UsageProblem(f"give {what} as text or as a file, not both")
-    if path is not None:
-        try:
-            text = sys.stdin.read() if str(path) == "-" else path.read_text()
-        except OSError as exc:
-            raise UsageProblem(f"cannot read {path}: {exc.strerror}") from None
-    if text is None:
-        return None
-    try:
-        return loads_strict(text)
-    except JSONInputError as exc:
-        raise UsageProblem(f"{what} is not valid JSON: {exc}") from None
-
 
 # -- agents ----------------------------------------------------------------------------------
 
@@ -114,15 +95,6 @@ def todo() -> None:
     """Todos and their lifecycle: add, list, show, claim, heartbeat, release, complete, fail."""
 
 
-def _under(value: str | None) -> tuple[str | None, int | None]:
-    if value is None:
-        return None, None
-    todo_id, sep, epoch = value.rpartition(":")
-    if not sep or not epoch.isdigit() or not todo_id:
-        raise UsageProblem("--under: expected TODO_ID:EPOCH")
-    return todo_id, int(epoch)
-
-
 @todo.command("add")
 @click.option("--todo-id", metavar="ID", help="The new todo's id.")
 @click.option("--title", metavar="TEXT", help="One line saying what to do.")
@@ -137,6 +109,8 @@ def _under(value: str | None) -> tuple[str | None, int | None]:
 @click.option("--ttl", type=float, metavar="SECONDS", help="Lease TTL (default: the role's).")
 @click.option("--max-attempts", type=click.IntRange(min=1), metavar="N",
               help="Failures and expiries before it fails for good (default: the role's).")
+@click.option("--cost", "cost", multiple=True, metavar="RESOURCE=N",
+              help="Estimated cost, e.g. cpu_hours=0.5 (repeatable); not handed out over budget.")
 @click.option("--file", "-f", "source", type=click.Path(dir_okay=False, path_type=Path), metavar="F|-",
               help="Add todo payloads from a JSON object or array instead (- for stdin).")
 @click.option("--under", metavar="TODO_ID:EPOCH", help="The held todo this addition works under.")
@@ -147,29 +121,33 @@ def _under(value: str | None) -> tuple[str | None, int | None]:
 def todo_add(ctx: click.Context, todo_id: str | None, title: str | None, role: str | None,
              action_kind: str | None, text: str, assigned_to: str | None,
              blocked_by: tuple[str, ...], unblocks: str | None, hypothesis_id: str | None,
-             priority: int, ttl: float | None, max_attempts: int | None, source: Path | None,
+             priority: int, ttl: float | None, max_attempts: int | None,
+             cost: tuple[str, ...], source: Path | None,
              under: str | None, agent_id: str, token_file: Path | None, as_json: bool) -> None:
     """Add a todo for a role (or a batch of them from --file)."""
     from loopx.tools.lanes import TodoAdd
 
     if source is not None:
-        loaded = _json_arg(None, source, "--file")
+        loaded = json_arg(None, source, "--file")
         payloads = loaded if isinstance(loaded, list) else [loaded]
     else:
         missing = [o for o, v in (("--todo-id", todo_id), ("--title", title), ("--role", role),
                                   ("--action", action_kind)) if v is None]
         if missing:
             raise UsageProblem(f"missing {', '.join(missing)} (or give --file)")
+        from loopx.cli.governance import costs
+
         payload: dict[str, Any] = {"todo_id": todo_id, "title": title, "role": role,
                                    "action_kind": action_kind, "text": text,
-                                   "blocked_by": list(blocked_by), "priority": priority}
+                                   "blocked_by": list(blocked_by), "priority": priority,
+                                   "estimated_cost": costs(cost, "--cost")}
         for key, value in (("assigned_to", assigned_to), ("unblocks_todo_id", unblocks),
                            ("hypothesis_id", hypothesis_id), ("lease_ttl_seconds", ttl),
                            ("max_attempts", max_attempts)):
             if value is not None:
                 payload[key] = value
         payloads = [payload]
-    under_id, under_epoch = _under(under)
+    under_id, under_epoch = parse_under(under)
     out = run_tool(ctx, "todo.add", TodoAdd(payloads, under_id, under_epoch),
                    credentials(agent_id, token_file))
     emit(as_json, out, "added " + ", ".join(a["todo_id"] for a in out["added"]))
@@ -286,7 +264,7 @@ def todo_complete(ctx: click.Context, todo_id: str, epoch: int, result_text: str
     """Complete a todo you hold; your role's successor rules fire in the same step."""
     from loopx.tools.lanes import Complete
 
-    result = _json_arg(result_text, result_file, "--result")
+    result = json_arg(result_text, result_file, "--result")
     if result is not None and not isinstance(result, dict):
         raise UsageProblem("--result must be a JSON object")
     out = run_tool(ctx, "todo.complete", Complete(todo_id, epoch, result or {}),
@@ -310,7 +288,7 @@ def todo_fail(ctx: click.Context, todo_id: str, epoch: int, reason: str, result_
     """Record a failed attempt on a todo you hold; it reopens until its attempts are spent."""
     from loopx.tools.lanes import Fail
 
-    result = _json_arg(result_text, None, "--result")
+    result = json_arg(result_text, None, "--result")
     if result is not None and not isinstance(result, dict):
         raise UsageProblem("--result must be a JSON object")
     out = run_tool(ctx, "todo.fail", Fail(todo_id, epoch, reason, result or {}),
@@ -353,7 +331,12 @@ def status(ctx: click.Context, as_json: bool) -> None:
 
     out = run_tool(ctx, "status", NoParams())
     counts = "  ".join(f"{k} {v}" for k, v in out["todos"].items())
+    campaign = out["campaign"]
+    version = campaign["contract_version"]
     lines = [f"goal {out['goal_id']}  head seq {out['head']['seq']}  at {out['now']}",
+             f"campaign {campaign['state']}"
+             + (f" ({', '.join(campaign['stop_reasons'])})" if campaign["stop_reasons"] else "")
+             + (f", contract v{version}" if version else ", no contract yet"),
              f"todos: {counts}", "agents:"]
     lines += [f"  {a['agent_id']:<24} {a['role']:<20} "
               f"{'revoked' if a['revoked'] else 'active':<8} claims {a['claims']:<5} "

@@ -97,6 +97,8 @@ class StopPolicy(Model):
     max_iterations: Annotated[int, Field(ge=0)] = 0
     stop_on_budget_exhaustion: bool = True
     stop_on_persistent_validity_failure: bool = True
+    max_consecutive_validity_failures: Annotated[int, Field(ge=1)] = Field(
+        default=2, description="consecutive invalid iterations that make a failure persistent")
 
 
 class Amendment(Model):

@@ -13,6 +13,15 @@ from loopx.errors import FieldProblem, RecordRejected
 from loopx.records.contract import ResearchContractV0
 from loopx.records.envelope import STORE_FIELDS, Draft, Envelope
 from loopx.records.evidence import AutoResearchEvidencePacketV0, ResearchEvidenceEventV0
+from loopx.records.governance import (
+    ActionProposalV0,
+    ActionResultV0,
+    ApprovalV0,
+    CampaignTransitionV0,
+    FindingV0,
+    ResearchDecisionV0,
+    UsageV0,
+)
 from loopx.records.hypothesis import ResearchHypothesisV0
 from loopx.records.lanes import AgentGrantV0, AgentRevocationV0, LaneProfileV0
 from loopx.records.rollout import RolloutEventV0
@@ -32,6 +41,8 @@ class KindSpec:
     provenance: Literal["observed", "computed", "self_reported", "claimed"]
     written_by: Literal["agents", "owner", "init", "store"]
     summary: str
+    # Governance kinds carry free text and tool arguments: secret-shaped values are refused.
+    secrets_checked: bool = False
 
 
 _SPECS = (
@@ -40,7 +51,7 @@ _SPECS = (
     KindSpec("store_repair_v0", StoreRepairV0, "private", "observed", "store",
              "a torn tail moved to quarantine by the next lock holder"),
     KindSpec("research_contract_v0", ResearchContractV0, "public", "self_reported", "agents",
-             "the research contract and its amendments"),
+             "the research contract and its amendments", secrets_checked=True),
     KindSpec("research_hypothesis_v0", ResearchHypothesisV0, "public", "self_reported", "agents",
              "a todo-backed hypothesis, optionally refining a parent"),
     KindSpec("auto_research_evidence_packet_v0", AutoResearchEvidencePacketV0, "public",
@@ -61,6 +72,25 @@ _SPECS = (
              "the owner grants an agent a role; its record id is the capability id"),
     KindSpec("agent_revocation_v0", AgentRevocationV0, "private", "observed", "owner",
              "the owner revokes an agent's grant"),
+    KindSpec("action_proposal_v0", ActionProposalV0, "private", "self_reported", "agents",
+             "an action an agent proposes through a tool, judged under the contract",
+             secrets_checked=True),
+    KindSpec("approval_v0", ApprovalV0, "private", "observed", "owner",
+             "the owner approves or rejects a proposal, a decision or a preview",
+             secrets_checked=True),
+    KindSpec("action_result_v0", ActionResultV0, "private", "self_reported", "agents",
+             "what came of an executed proposal, success or failure", secrets_checked=True),
+    KindSpec("usage_v0", UsageV0, "private", "self_reported", "agents",
+             "resource use by the writing agent, as increments", secrets_checked=True),
+    KindSpec("finding_v0", FindingV0, "public", "self_reported", "agents",
+             "a statement of one kind (fact, result, interpretation, hypothesis, ...)",
+             secrets_checked=True),
+    KindSpec("research_decision_v0", ResearchDecisionV0, "public", "computed", "agents",
+             "the evaluator/promoter promotes or retires a hypothesis (one iteration)",
+             secrets_checked=True),
+    KindSpec("campaign_transition_v0", CampaignTransitionV0, "public", "computed", "agents",
+             "a move of the campaign state machine, with its stop reasons",
+             secrets_checked=True),
 )
 
 # A writer may lower a record's provenance below its kind's default, never raise it.
@@ -147,6 +177,12 @@ def prepare(doc: Any, author: Author, *, kind: str | None = None, where: str = "
         raise RecordRejected([FieldProblem(
             join_path(where, "schema_version"),
             f"{name} is written only by loopx itself ({spec.written_by}), not appended")])
+    if spec.secrets_checked:
+        from loopx.secrets import secret_problems
+
+        found = secret_problems(draft.payload, join_path(where, "payload"))
+        if found:
+            raise RecordRejected(found)
     try:
         payload = spec.model.model_validate(draft.payload).model_dump(mode="json")
     except ValidationError as exc:

@@ -197,12 +197,17 @@ def quota_should_run(ctx: ToolContext, p: ShouldRun) -> dict[str, Any]:
 def status(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     """One screen of the campaign: agents, leases held, todos by state, profile drift."""
     from loopx.agents import agent_rows
+    from loopx.campaign_state import current_contract
     from loopx.todos import counts_by_state, todo_rows
 
     state = ctx.ledger.state()
     lanes, now = state["lanes"], ctx.ledger.now()
+    contract = current_contract(lanes)
+    campaign = lanes["campaign"]["status"]
     return {
         "goal_id": state["kernel"]["goal_id"],
+        "campaign": {"state": campaign["state"], "stop_reasons": campaign["stop_reasons"],
+                     "contract_version": None if contract is None else contract["version"]},
         "head": {"seq": state.cursor.seq, "hash": state.cursor.hash},
         "now": now,
         "roles": sorted(lanes["profiles"]),

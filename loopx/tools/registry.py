@@ -71,6 +71,27 @@ class Tool:
 
 
 TOOLS: dict[str, Tool] = {}
+# A tool name's first part -> the module under loopx.tools that registers it. Modules load on
+# first use, so a hot call such as `quota.should_run` does not pay for defining every tool.
+TOOL_MODULES: dict[str, str] = {
+    **dict.fromkeys(("record", "verify"), "kernel"),
+    **dict.fromkeys(("agent", "todo", "quota", "status", "lanes"), "lanes"),
+    **dict.fromkeys(("contract", "action", "approvals", "usage", "finding", "campaign"),
+                    "governance"),
+}
+
+
+def _load(module: str) -> None:
+    import importlib
+
+    importlib.import_module(f"loopx.tools.{module}")
+
+
+def all_tools() -> dict[str, Tool]:
+    """Every registered tool, by name (loads every tool module)."""
+    for module in sorted(set(TOOL_MODULES.values())):
+        _load(module)
+    return TOOLS
 
 
 def tool(name: str, *, risk: RiskClass, params: type[Any], writes: bool
@@ -84,6 +105,8 @@ def tool(name: str, *, risk: RiskClass, params: type[Any], writes: bool
                  ) -> Callable[[ToolContext, Any], dict[str, Any]]:
         if name in TOOLS:
             raise ValueError(f"tool {name!r} is registered twice")
+        if TOOL_MODULES.get(name.split(".")[0]) != fn.__module__.rpartition(".")[2]:
+            raise ValueError(f"tool {name!r}: add its prefix to TOOL_MODULES")
         summary = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else name
         TOOLS[name] = Tool(name, risk, summary, params, fn, writes)
         return fn
@@ -97,10 +120,11 @@ def get_tool(name: str) -> Tool:
     Raises:
         UsageProblem: no such tool.
     """
-    try:
-        return TOOLS[name]
-    except KeyError:
-        raise UsageProblem(f"no tool {name!r}; tools: {', '.join(sorted(TOOLS))}") from None
+    if name not in TOOLS and name.split(".")[0] in TOOL_MODULES:
+        _load(TOOL_MODULES[name.split(".")[0]])
+    if name not in TOOLS:
+        raise UsageProblem(f"no tool {name!r}; tools: {', '.join(sorted(all_tools()))}")
+    return TOOLS[name]
 
 
 def call(name: str, ctx: ToolContext, args: Any) -> dict[str, Any]:

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# A campaign from contract to stop, using only the CLI: a curator writes the contract from a
+# prompt (with a budget of two experiments) and amends it, an executor proposes actions, the
+# owner approves one and refuses to approve a denied tool, the executor records what came of it
+# with its usage and findings, and once the experiments budget is spent should-run holds
+# everyone back and `loopx campaign evaluate` stops the campaign (budget_exhausted:experiments).
+# Uses $LOOPX, else `loopx` on PATH. Works in a new temporary directory; tokens live in files.
+set -euo pipefail
+
+LOOPX="${LOOPX:-loopx}"
+if [[ "$LOOPX" == */* ]]; then
+    LOOPX="$(cd "$(dirname "$LOOPX")" && pwd)/$(basename "$LOOPX")"
+fi
+command -v "$LOOPX" >/dev/null || { echo "no loopx: set LOOPX or put loopx on PATH" >&2; exit 2; }
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/loopx-governance.XXXXXX")"
+cd "$work"
+
+quote() {  # print arguments as a shell command line
+    local out="" a
+    for a in "$@"; do
+        if [[ "$a" =~ ^[A-Za-z0-9_./:=,@%+-]+$ ]]; then out+=" $a"; else out+=" '${a//\'/\'\\\'\'}'"; fi
+    done
+    printf '%s' "${out# }"
+}
+step() { printf '\n$ loopx %s\n' "$(quote "$@")"; "$LOOPX" "$@" 2>&1; }
+field() { python3 -c 'import json,sys; d=json.load(sys.stdin)
+for k in sys.argv[1].split("."): d=d[k]
+print(d)' "$1"; }
+
+# -- the workspace and three agents (the owner token registers them) ---------------------------
+step init --goal-id mnist-width --owner-token-file owner.token
+for agent in "cur research_curator" "ex research_executor" "ev evaluator_promoter"; do
+    set -- $agent
+    step agent register --agent-id "$1" --role "$2" --token-file owner.token --out-token-file "$1.token"
+done
+step campaign status
+
+# -- the contract: from a prompt, with a budget and a stop policy; contract init plans the campaign
+step contract init --agent-id cur --token-file cur.token \
+    --prompt "Does a wider hidden layer raise MNIST accuracy? The test split stays untouched." \
+    --domain vision --metric accuracy --direction maximize --baseline 0.97 --seeds 0,1,2 \
+    --budget experiments=2 --budget gpu_hours=4 \
+    --set stop_policy.max_iterations=10 --set stop_policy.patience_iterations=3 \
+    --allow-tool 'lab.*' --allow-tool 'loopx.*' --deny-tool lab.delete_data
+step contract amend --agent-id cur --token-file cur.token \
+    --reason "a run takes up to 3 GPU hours" --set budget.max_gpu_hours=6
+step contract show
+
+# -- ready, then the first claim makes the campaign running ----------------------------------
+step campaign transition ready --reason "contract reviewed" --agent-id cur --token-file cur.token
+cat > todos.json <<'EOF'
+[{"todo_id": "dev-w128", "title": "Dev eval: hidden width 128", "role": "research_executor",
+  "action_kind": "run_dev_eval", "estimated_cost": {"experiments": 1}},
+ {"todo_id": "sweep", "title": "Sweep five widths", "role": "research_executor",
+  "action_kind": "run_dev_eval", "priority": 9, "estimated_cost": {"experiments": 5}}]
+EOF
+step todo add --file todos.json --agent-id owner --token-file owner.token
+# "sweep" has the higher priority but would cost more than the budget has left: passed over.
+step quota should-run --agent-id ex --token-file ex.token --claim
+step campaign status
+
+# -- proposals: eligibility and approval are separate --------------------------------------------
+step propose --agent-id ex --token-file ex.token --proposal-id p-train-128 \
+    --name "train width 128" --tool lab.train --risk compute \
+    --reason "dev evaluation of width 128" --args '{"width": 128, "epochs": 5}' \
+    --cost experiments=1 --cost gpu_hours=1
+step propose --agent-id ex --token-file ex.token --proposal-id p-clean \
+    --name "free disk space" --tool lab.delete_data --risk destructive --reason "disk is full"
+step propose --agent-id ex --token-file ex.token --name "fetch weights" --tool lab.fetch \
+    --risk external --reason "a pretrained start" --args '{"api_key": "hunter2hunter2"}' \
+    || echo "(exit status $?)"
+# While its action awaits approval, the executor is told to wait.
+step quota should-run --agent-id ex --json
+step approvals
+step can-execute p-train-128 || echo "(exit status $?)"
+step approve p-clean --note "fine by me" --token-file owner.token || echo "(exit status $?)"
+step approve p-train-128 --note "one run fits the budget" --approver Dana --token-file owner.token
+step can-execute p-train-128 --json
+
+# -- the executor runs the tool itself, then records what came of it and what it cost ---------
+step action record p-train-128 --success --result '{"dev_accuracy": 0.975}' \
+    --usage experiments=1 --usage gpu_hours=0.8 --agent-id ex --token-file ex.token
+result_id="$("$LOOPX" action show p-train-128 --json | field result.record_id)"
+step action show p-train-128
+step finding add --agent-id ex --token-file ex.token --finding-id f-dev-128 \
+    --kind computed_result --statement "width 128: dev accuracy 0.975 over seed 0" \
+    --evidence "record:$result_id" --confidence medium
+step finding add --agent-id ex --token-file ex.token --finding-id f-wider \
+    --kind hypothesis --statement "width 256 would gain as much again"
+step finding list
+step todo complete dev-w128 --epoch 1 --result '{"status": "scored"}' --agent-id ex --token-file ex.token
+# One experiment is left; "sweep" would cost five, so should-run passes it over.
+step quota should-run --agent-id ex --json
+
+# -- one decision is one iteration (the stop policy is evaluated in the same locked step) -------
+cat > decision.json <<'EOF'
+{"payload": {"decision_id": "d-w64", "hypothesis_id": "h-width-64", "outcome": "retired",
+             "reason": "contradicted", "revision": 0}}
+EOF
+step append --kind research_decision_v0 --file decision.json --agent-id ev --token-file ev.token
+
+# -- the second experiment spends the budget ------------------------------------------------------
+step usage add --experiments 1 --gpu-hours 0.7 --note "width 128, seed 1" --agent-id ex --token-file ex.token
+step usage show
+step quota should-run --agent-id ex --json
+step campaign evaluate --dry-run
+step campaign evaluate --agent-id ev --token-file ev.token --json
+step campaign status
+step quota should-run --agent-id ex --json
+step campaign transition running --reason "one more" --agent-id owner --token-file owner.token \
+    || echo "(exit status $?)"
+step verify
+echo
+echo "workspace left in $work"

@@ -1,0 +1,281 @@
+"""Governance tools: the contract, action proposals and approvals, usage, findings and the
+campaign state machine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from loopx.tools.registry import ToolContext, tool
+
+
+def _view(ctx: ToolContext) -> dict[str, Any]:
+    return ctx.ledger.state()["lanes"]
+
+
+@dataclass(frozen=True)
+class ContractInit:
+    contract: dict[str, Any]
+
+
+@tool("contract.init", risk="write", params=ContractInit, writes=True)
+def contract_init(ctx: ToolContext, p: ContractInit) -> dict[str, Any]:
+    """Write the research contract's first version (curator); the campaign becomes planned."""
+    from loopx.contracts import contract_version, init_contract
+
+    records = init_contract(ctx.ledger, ctx.credentials(), p.contract)
+    return {"contract": contract_version(_view(ctx)), "seq": records[0]["seq"],
+            "campaign_state": _view(ctx)["campaign"]["status"]["state"]}
+
+
+@dataclass(frozen=True)
+class ContractShow:
+    version: int | None = None
+
+
+@tool("contract.show", risk="read", params=ContractShow, writes=False)
+def contract_show(ctx: ToolContext, p: ContractShow) -> dict[str, Any]:
+    """The contract in force (or an earlier version), with every version's change note."""
+    from loopx.contracts import contract_version
+
+    view = _view(ctx)
+    shown = contract_version(view, p.version)
+    history = [{"version": v["version"], "seq": v["seq"], "record_id": v["record_id"],
+                "agent_id": v["agent_id"], "ts": v["ts"],
+                "changed": (v["amendment"] or {}).get("changed", []),
+                "reason": (v["amendment"] or {}).get("reason")}
+               for v in view["campaign"]["versions"]]
+    return {"contract": shown, "in_force": history[-1]["version"], "versions": history}
+
+
+@dataclass(frozen=True)
+class ContractAmend:
+    reason: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    replacement: dict[str, Any] | None = None
+
+
+@tool("contract.amend", risk="write", params=ContractAmend, writes=True)
+def contract_amend(ctx: ToolContext, p: ContractAmend) -> dict[str, Any]:
+    """Write the next contract version (curator): settings by dotted path, or a whole contract."""
+    from loopx.contracts import amend_contract
+
+    record = amend_contract(ctx.ledger, ctx.credentials(), p.reason,
+                            settings=list(p.settings.items()), replacement=p.replacement)
+    payload = record["payload"]
+    return {"version": payload["version"], "seq": record["seq"],
+            "changed": payload["amendment"]["changed"], "supersedes": payload["supersedes"]}
+
+
+@dataclass(frozen=True)
+class Propose:
+    name: str
+    tool: str
+    reason: str
+    risk: str | None = None
+    arguments: dict[str, Any] = field(default_factory=dict)
+    estimated_cost: dict[str, float] = field(default_factory=dict)
+    proposal_id: str | None = None
+
+
+@tool("action.propose", risk="write", params=Propose, writes=True)
+def action_propose(ctx: ToolContext, p: Propose) -> dict[str, Any]:
+    """Propose an action through a tool; returns whether it is eligible, needs approval, may run."""
+    from loopx.actions import propose
+
+    return propose(ctx.ledger, ctx.credentials(), name=p.name, tool=p.tool, reason=p.reason,
+                   risk=p.risk, arguments=p.arguments, estimated_cost=p.estimated_cost,
+                   proposal_id=p.proposal_id)
+
+
+@dataclass(frozen=True)
+class OwnerVerdict:
+    subject_id: str
+    note: str
+    subject: str | None = None
+    approver: str | None = None
+
+
+@tool("action.approve", risk="write", params=OwnerVerdict, writes=True)
+def action_approve(ctx: ToolContext, p: OwnerVerdict) -> dict[str, Any]:
+    """Approve a proposal or decision (owner token); approval never executes anything."""
+    from loopx.actions import decide_approval
+
+    return decide_approval(ctx.ledger, ctx.credentials(), p.subject_id, approved=True,
+                           note=p.note, kind=p.subject, approver=p.approver)
+
+
+@tool("action.reject", risk="write", params=OwnerVerdict, writes=True)
+def action_reject(ctx: ToolContext, p: OwnerVerdict) -> dict[str, Any]:
+    """Reject a proposal or decision (owner token)."""
+    from loopx.actions import decide_approval
+
+    return decide_approval(ctx.ledger, ctx.credentials(), p.subject_id, approved=False,
+                           note=p.note, kind=p.subject, approver=p.approver)
+
+
+@dataclass(frozen=True)
+class ProposalRef:
+    proposal_id: str
+
+
+@tool("action.can_execute", risk="read", params=ProposalRef, writes=False)
+def action_can_execute(ctx: ToolContext, p: ProposalRef) -> dict[str, Any]:
+    """Whether a proposal may execute now, with every reason it may not."""
+    from loopx.actions import verdict
+
+    return verdict(_view(ctx), p.proposal_id)
+
+
+@tool("action.status", risk="read", params=ProposalRef, writes=False)
+def action_status(ctx: ToolContext, p: ProposalRef) -> dict[str, Any]:
+    """One proposal: what it asks, its approval, its result and whether it may execute."""
+    from loopx.actions import proposal_row, verdict
+
+    verdict(_view(ctx), p.proposal_id)  # NotFound for an unknown id
+    return proposal_row(_view(ctx), p.proposal_id)
+
+
+@dataclass(frozen=True)
+class RecordResult:
+    proposal_id: str
+    success: bool
+    result: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    usage: dict[str, float] = field(default_factory=dict)
+
+
+@tool("action.record", risk="write", params=RecordResult, writes=True)
+def action_record(ctx: ToolContext, p: RecordResult) -> dict[str, Any]:
+    """Record what came of an executed proposal, success or failure, and the usage it cost."""
+    from loopx.actions import record_result
+
+    return record_result(ctx.ledger, ctx.credentials(), p.proposal_id, success=p.success,
+                         result=p.result, error=p.error, usage=p.usage or None)
+
+
+@dataclass(frozen=True)
+class NoParams:
+    pass
+
+
+@tool("approvals.list", risk="read", params=NoParams, writes=False)
+def approvals_list(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
+    """What awaits the owner's approval, oldest first."""
+    from loopx.actions import pending_approvals
+
+    return {"pending": pending_approvals(_view(ctx))}
+
+
+@dataclass(frozen=True)
+class UsageAdd:
+    gpu_hours: float = 0.0
+    cpu_hours: float = 0.0
+    storage_gb: float = 0.0
+    download_gb: float = 0.0
+    experiments: int = 0
+    proposal_id: str | None = None
+    note: str | None = None
+    under_todo_id: str | None = None
+    under_epoch: int | None = None
+
+
+@tool("usage.add", risk="write", params=UsageAdd, writes=True)
+def usage_add(ctx: ToolContext, p: UsageAdd) -> dict[str, Any]:
+    """Record resource use by the calling agent (non-negative increments)."""
+    from loopx.usage import add_usage
+
+    increments = {k: getattr(p, k) for k in ("gpu_hours", "cpu_hours", "storage_gb",
+                                             "download_gb", "experiments")}
+    under = None if p.under_todo_id is None else (p.under_todo_id, p.under_epoch or 0)
+    return add_usage(ctx.ledger, ctx.credentials(), increments, proposal_id=p.proposal_id,
+                     note=p.note, under=under)
+
+
+@tool("usage.show", risk="read", params=NoParams, writes=False)
+def usage_show(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
+    """Usage against the budget, in total and per agent."""
+    from loopx.usage import usage_report
+
+    return usage_report(_view(ctx))
+
+
+@dataclass(frozen=True)
+class FindingAdd:
+    kind: str
+    statement: str
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    confidence: str | None = None
+    supersedes: str | None = None
+    finding_id: str | None = None
+    under_todo_id: str | None = None
+    under_epoch: int | None = None
+
+
+@tool("finding.add", risk="write", params=FindingAdd, writes=True)
+def finding_add(ctx: ToolContext, p: FindingAdd) -> dict[str, Any]:
+    """Record a finding of one statement kind, with the evidence it rests on."""
+    from loopx.findings import add_finding
+
+    under = None if p.under_todo_id is None else (p.under_todo_id, p.under_epoch or 0)
+    return add_finding(ctx.ledger, ctx.credentials(), kind=p.kind, statement=p.statement,
+                       evidence=p.evidence, confidence=p.confidence, supersedes=p.supersedes,
+                       finding_id=p.finding_id, under=under)
+
+
+@dataclass(frozen=True)
+class FindingList:
+    include_superseded: bool = False
+
+
+@tool("finding.list", risk="read", params=FindingList, writes=False)
+def finding_list(ctx: ToolContext, p: FindingList) -> dict[str, Any]:
+    """Findings grouped by standing: established, qualified, not established, risks."""
+    from loopx.findings import finding_groups
+
+    return finding_groups(_view(ctx), include_superseded=p.include_superseded)
+
+
+@tool("campaign.status", risk="read", params=NoParams, writes=False)
+def campaign_status(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
+    """The campaign: state, contract version, iterations, budget and what awaits approval."""
+    from loopx.campaign import status
+
+    state = ctx.ledger.state()
+    return {**status(state["lanes"]), "head": {"seq": state.cursor.seq,
+                                               "hash": state.cursor.hash}}
+
+
+@dataclass(frozen=True)
+class Evaluate:
+    dry_run: bool = False
+
+
+@tool("campaign.evaluate", risk="write", params=Evaluate, writes=True)
+def campaign_evaluate(ctx: ToolContext, p: Evaluate) -> dict[str, Any]:
+    """Evaluate the stop policy now; stop the campaign if a reason applies (unless dry_run)."""
+    from loopx.campaign import evaluate
+
+    creds = ctx.creds if ctx.creds is not None and ctx.creds.token else None
+    return evaluate(ctx.ledger, creds, dry_run=p.dry_run)
+
+
+@dataclass(frozen=True)
+class Transition:
+    to_state: str
+    reason: str
+
+
+@tool("campaign.transition", risk="write", params=Transition, writes=True)
+def campaign_transition(ctx: ToolContext, p: Transition) -> dict[str, Any]:
+    """Move the campaign state machine (illegal moves are refused, naming the legal ones)."""
+    from loopx.campaign import transition
+    from loopx.errors import UsageProblem
+    from loopx.governance import STATES
+
+    if p.to_state not in STATES:
+        raise UsageProblem(f"unknown state {p.to_state!r}; states: {', '.join(STATES)}")
+    record = transition(ctx.ledger, ctx.credentials(), p.to_state, p.reason)
+    payload = record["payload"]
+    return {"from_state": payload["from_state"], "to_state": payload["to_state"],
+            "stop_reasons": payload["stop_reasons"], "seq": record["seq"]}

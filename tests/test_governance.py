@@ -1,0 +1,443 @@
+"""Governance through the one checked write path: contract versions, proposals and approvals,
+usage, findings, decisions with the stop policy, the state machine, and should-run obeying it.
+Every refusal leaves the log unchanged."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from lanes_support import Campaign, campaign
+
+from loopx.actions import decide_approval, pending_approvals, propose, record_result, verdict
+from loopx.campaign import evaluate, status, transition
+from loopx.checks import Credentials
+from loopx.claims import claim, should_run
+from loopx.contracts import amend_contract, contract_version, init_contract
+from loopx.decisions import record_decision
+from loopx.errors import Forbidden, RecordRejected, Refused, Unauthorized
+from loopx.findings import add_finding, finding_groups
+from loopx.usage import add_usage
+from loopx.verify import verify_store
+
+CONTRACT: dict[str, Any] = {
+    "contract_id": "digits",
+    "objective": {"name": "digits", "prompt": "beat the linear baseline", "domain": "vision"},
+    "metric": {"name": "acc", "direction": "maximize", "baseline": 0.9, "seeds": [0, 1, 2]},
+    "evaluation": {"dev": {"name": "dev"}, "heldout": {"name": "heldout"}},
+    "budget": {"max_cpu_hours": 4.0, "max_experiments": 5},
+    "stop_policy": {"max_iterations": 4, "patience_iterations": 2},
+    "denied_tools": ["lab.delete_run"],
+}
+
+
+class Gov:
+    """A memory campaign with a curator, two executors and an evaluator, and a contract."""
+
+    def __init__(self, contract: dict[str, Any] | None = CONTRACT) -> None:
+        self.c: Campaign = campaign()
+        self.curator = self.c.agent("cur", "research_curator")
+        self.ex = self.c.agent("ex1", "research_executor")
+        self.ex2 = self.c.agent("ex2", "research_executor")
+        self.ev = self.c.agent("ev", "evaluator_promoter")
+        if contract is not None:
+            init_contract(self.c.ledger, self.curator, contract)
+
+    @property
+    def ledger(self) -> Any:
+        return self.c.ledger
+
+    @property
+    def view(self) -> dict[str, Any]:
+        return self.c.lanes
+
+    def unchanged(self, fn: Any, error: type[Exception], match: str) -> Exception:
+        """Run ``fn``, expect ``error`` matching ``match``, and check nothing was written."""
+        head = self.c.head()
+        with pytest.raises(error, match=match) as caught:
+            fn()
+        assert self.c.head() == head
+        return caught.value
+
+    def start(self) -> None:
+        transition(self.ledger, self.curator, "ready", "prepared")
+        transition(self.ledger, self.c.owner, "running", "go")
+
+
+def test_contract_init_plans_the_campaign_and_versions_stay_readable() -> None:
+    g = Gov()
+    assert status(g.view)["state"] == "planned"
+    record = amend_contract(g.ledger, g.curator, "remeasured the baseline",
+                            settings=[("metric.baseline", 0.91), ("budget.max_cpu_hours", 6.0)])
+    p = record["payload"]
+    assert (p["version"], p["amendment"]["changed"]) == (
+        2, ["budget.max_cpu_hours", "metric.baseline"])
+    assert p["supersedes"] == contract_version(g.view, 1)["record_id"]
+    assert contract_version(g.view)["metric"]["baseline"] == 0.91
+    assert contract_version(g.view, 1)["metric"]["baseline"] == 0.9  # earlier version readable
+    assert verify_store(g.ledger.store).ok
+
+
+def test_contract_refusals_write_nothing() -> None:
+    g = Gov(contract=None)
+    both = {**CONTRACT, "allowed_tools": ["lab.train"], "denied_tools": ["lab.train"]}
+    err = g.unchanged(lambda: init_contract(g.ledger, g.curator, both), RecordRejected,
+                      "both allowed and denied")
+    assert err.fields == ["payload.denied_tools"]  # type: ignore[attr-defined]
+    g.unchanged(lambda: init_contract(g.ledger, g.curator,
+                                      {**CONTRACT, "budget": {"max_gpu_hours": -1}}),
+                RecordRejected, "payload.budget.max_gpu_hours")
+    g.unchanged(lambda: init_contract(g.ledger, g.ex, CONTRACT), Forbidden,
+                "role 'research_executor' may not write research_contract_v0 with action "
+                "'create'")
+    g.unchanged(lambda: init_contract(g.ledger, g.c.owner, CONTRACT), Forbidden,
+                "role 'owner' may not write research_contract_v0")
+    init_contract(g.ledger, g.curator, CONTRACT)
+    g.unchanged(lambda: init_contract(g.ledger, g.curator, CONTRACT), Refused,
+                "a contract exists")
+    g.unchanged(lambda: amend_contract(g.ledger, g.ev, "mine now", settings=[("mode", "bounded")]),
+                Forbidden, "role 'evaluator_promoter' may not write research_contract_v0 with "
+                           "action 'amend'")
+    g.unchanged(lambda: amend_contract(g.ledger, g.curator, "noop", settings=[("mode", "guided")]),
+                Refused, "changes nothing")
+    g.unchanged(lambda: amend_contract(g.ledger, g.curator, "x",
+                                       settings=[("allowed_tools", ["lab.delete_run"])]),
+                RecordRejected, "both allowed and denied")
+    # An amendment that misstates what it changed is refused by the write check itself.
+    v1 = contract_version(g.view)
+    lie = {**CONTRACT, "mode": "bounded", "version": 2, "supersedes": v1["record_id"],
+           "amendment": {"changed": ["budget.max_cpu_hours"], "reason": "r"}}
+    g.unchanged(lambda: g.ledger.append({"payload": lie}, creds=g.curator,
+                                        kind="research_contract_v0"),
+                Refused, "must list exactly what changed: mode")
+
+
+def test_proposal_eligibility_and_approval_are_separate() -> None:
+    g = Gov()
+    denied = propose(g.ledger, g.ex, name="clean up", tool="lab.delete_run", risk="destructive",
+                     reason="disk is full")
+    assert (denied["eligible"], denied["state"], denied["can_execute"]) == (
+        False, "ineligible", False)
+    assert any("denied by the contract" in r for r in denied["reasons"])
+    g.unchanged(lambda: decide_approval(g.ledger, g.c.owner, denied["proposal_id"],
+                                        approved=True, note="fine"),
+                Refused, "approval cannot make a tool eligible")
+
+    read = propose(g.ledger, g.ex, name="look", tool="lab.inspect", risk="read", reason="see")
+    assert (read["requires_approval"], read["can_execute"]) == (False, True)
+
+    train = propose(g.ledger, g.ex, name="train", tool="lab.train", risk="compute",
+                    reason="bigger model", estimated_cost={"cpu_hours": 1.0},
+                    arguments={"layers": 4})
+    assert (train["requires_approval"], train["state"], train["can_execute"]) == (
+        True, "pending", False)
+    pid = train["proposal_id"]
+    # While its action awaits approval the agent is told to wait; the other executor is not.
+    assert should_run(g.ledger, "ex1")["reason"] == "awaiting_approval"
+    assert should_run(g.ledger, "ex1")["detail"] == {"proposals": [pid]}
+    assert should_run(g.ledger, "ex2")["reason"] == "no_eligible_todo"
+
+    g.unchanged(lambda: decide_approval(g.ledger, g.ex, pid, approved=True, note="self"),
+                Forbidden, "may not write approval_v0")
+    g.unchanged(lambda: decide_approval(g.ledger, Credentials("owner", "lpx_" + "x" * 43), pid,
+                                        approved=True, note="forged"),
+                Unauthorized, "owner token is wrong")
+    g.unchanged(lambda: record_result(g.ledger, g.ex, pid, success=True),
+                Refused, "still awaiting approval")
+    out = decide_approval(g.ledger, g.c.owner, pid, approved=True, note="within budget")
+    assert out["can_execute"]["can_execute"] is True
+    assert should_run(g.ledger, "ex1")["reason"] == "no_eligible_todo"
+    g.unchanged(lambda: decide_approval(g.ledger, g.c.owner, pid, approved=False, note="again"),
+                Refused, "already approved")
+    g.unchanged(lambda: record_result(g.ledger, g.ex2, pid, success=True),
+                Refused, "only its proposer")
+    record_result(g.ledger, g.ex, pid, success=False, error="out of memory",
+                  usage={"cpu_hours": 0.5})
+    after = verdict(g.view, pid)
+    assert (after["state"], after["can_execute"]) == ("failed", False)
+    assert g.view["campaign"]["usage"]["agents"]["ex1"]["cpu_hours"] == 0.5
+    assert verify_store(g.ledger.store).ok
+
+
+def test_no_self_approval_even_for_the_owner() -> None:
+    g = Gov()
+    # The owner cannot propose what needs approval: only it could approve, and not its own.
+    g.unchanged(lambda: propose(g.ledger, g.c.owner, name="x", tool="lab.train",
+                                risk="compute", reason="r"),
+                Refused, "no one approves their own proposal")
+    mine = propose(g.ledger, g.c.owner, name="x", tool="lab.peek", risk="read", reason="r")
+    assert mine["can_execute"] and mine["state"] == "not_required"
+    g.unchanged(lambda: decide_approval(g.ledger, g.c.owner, mine["proposal_id"], approved=True,
+                                        note="me"),
+                Refused, "no one approves their own")
+
+
+def test_loopx_tools_carry_their_registered_risk() -> None:
+    g = Gov()
+    ok = propose(g.ledger, g.ex, name="add a todo", tool="loopx.todo.add", reason="follow-up")
+    assert ok["risk"] == "write"
+    g.unchanged(lambda: propose(g.ledger, g.ex, name="x", tool="loopx.agent.revoke",
+                                risk="read", reason="r"),
+                Refused, "is a destructive tool, not read")
+    g.unchanged(lambda: propose(g.ledger, g.ex, name="x", tool="loopx.nope", risk="read",
+                                reason="r"),
+                Refused, "not a registered loopx tool")
+
+
+@pytest.mark.parametrize("field", ["arguments", "reason", "name"])
+def test_secrets_in_proposals_are_refused(field: str) -> None:
+    g = Gov()
+    secret = "AKIAIOSFODNN7EXAMPLE"
+    kwargs: dict[str, Any] = {"name": "n", "tool": "lab.fetch", "risk": "external",
+                              "reason": "r", "arguments": {}}
+    kwargs[field] = {"key": secret} if field == "arguments" else f"use {secret}"
+    err = g.unchanged(lambda: propose(g.ledger, g.ex, **kwargs), RecordRejected,
+                      "AWS access key")
+    assert secret not in str(err)
+    pid = propose(g.ledger, g.ex, name="n", tool="lab.fetch", risk="external",
+                  reason="r")["proposal_id"]
+    g.unchanged(lambda: decide_approval(g.ledger, g.c.owner, pid, approved=True,
+                                        note="token ghp_" + "a1B2" * 9),
+                RecordRejected, "GitHub token")
+
+
+def test_usage_increments_and_refusals() -> None:
+    g = Gov()
+    g.unchanged(lambda: add_usage(g.ledger, g.ex, {"cpu_hours": -1.0}), RecordRejected,
+                "payload.cpu_hours")
+    g.unchanged(lambda: add_usage(g.ledger, g.ex, {}), RecordRejected, "at least one")
+    add_usage(g.ledger, g.ex, {"cpu_hours": 1.5, "experiments": 2})
+    add_usage(g.ledger, g.ex2, {"cpu_hours": 1.0})
+    usage = g.view["campaign"]["usage"]
+    assert usage["total"]["cpu_hours"] == 2.5 and usage["total"]["experiments"] == 2
+    assert usage["agents"]["ex2"]["cpu_hours"] == 1.0
+
+
+def test_float_noise_does_not_decide_whether_a_budget_is_spent() -> None:
+    g = Gov({**CONTRACT, "budget": {"max_cpu_hours": 1.0}})
+    for hours in (0.7, 0.2):  # 0.7 + 0.2 + 0.1 is 0.9999999999999999 in binary floats
+        add_usage(g.ledger, g.ex, {"cpu_hours": hours})
+    assert status(g.view)["budget"]["cpu_hours"]["remaining"] == 0.1
+    g.c.todo("last", estimated_cost={"cpu_hours": 0.1})
+    assert should_run(g.ledger, "ex1")["reason"] == "selected"  # 0.1 still fits
+    add_usage(g.ledger, g.ex, {"cpu_hours": 0.1})
+    assert status(g.view)["budget"]["cpu_hours"]["exhausted"] is True
+    assert should_run(g.ledger, "ex1")["reason"] == "budget_exhausted"
+
+
+def test_findings_keep_statement_kinds_apart() -> None:
+    g = Gov()
+    add_finding(g.ledger, g.ex, kind="computed_result", statement="dev acc 0.93",
+                evidence=[{"kind": "record", "ref": "rec_1"}], finding_id="f1")
+    add_finding(g.ledger, g.ex, kind="hypothesis", statement="depth helps", evidence=[],
+                finding_id="f2")
+    add_finding(g.ledger, g.ev, kind="interpretation", statement="noise, probably",
+                evidence=[{"kind": "record", "ref": "rec_1"}], finding_id="f3")
+    g.unchanged(lambda: add_finding(g.ledger, g.ex, kind="observed_fact", statement="x",
+                                    evidence=[]), RecordRejected, "need at least one evidence")
+    g.unchanged(lambda: add_finding(g.ledger, g.ex, kind="rumour", statement="x", evidence=[]),
+                RecordRejected, "payload.kind")
+    groups = finding_groups(g.view)
+    assert [f["finding_id"] for f in groups["established"]] == ["f1"]
+    assert [f["finding_id"] for f in groups["not_established"]] == ["f2"]
+    assert [f["finding_id"] for f in groups["qualified"]] == ["f3"]
+    add_finding(g.ledger, g.ex, kind="negative_result", statement="depth does not help",
+                evidence=[{"kind": "record", "ref": "rec_2"}], supersedes="f2", finding_id="f4")
+    groups = finding_groups(g.view)
+    assert [f["finding_id"] for f in groups["established"]] == ["f1", "f4"]
+    assert groups["not_established"] == []
+
+
+def heldout(g: Gov, hypothesis: str, values: list[float]) -> None:
+    g.ledger.append({"payload": {
+        "hypothesis_id": hypothesis, "packet_ids": ["rec_1"], "split": "heldout",
+        "metric": "acc", "direction": "maximize", "rule": "welch_one_sided",
+        "verdict": "supports", "values": values}}, creds=g.ev, kind="research_evidence_event_v0")
+
+
+def promote(g: Gov, hypothesis: str) -> dict[str, Any]:
+    return record_decision(g.ledger, g.ev, {"hypothesis_id": hypothesis, "outcome": "promoted",
+                                             "reason": "gates_passed", "revision": 0})
+
+
+def test_decisions_count_iterations_and_the_stop_fires_in_the_same_batch() -> None:
+    g = Gov()
+    g.start()
+    heldout(g, "h1", [0.92, 0.94])
+    assert promote(g, "h1")["stopped"] is False  # 0.93 beats 0.9: an improvement
+    retire = {"hypothesis_id": "h2", "outcome": "retired", "reason": "contradicted",
+              "revision": 0}
+    assert record_decision(g.ledger, g.ev, retire)["stopped"] is False  # stagnant 1
+    out = record_decision(g.ledger, g.ev, {**retire, "hypothesis_id": "h3"})  # stagnant 2
+    assert out["stopped"] and out["stop_reasons"] == ["insufficient_improvement"]
+    [decision, stop] = g.c.records()[-2:]
+    assert decision["batch_end"] == stop["seq"]  # one atomic batch
+    assert stop["payload"]["decision_id"] == out["decision_id"]
+    s = status(g.view)
+    assert (s["state"], s["stop_reasons"], s["iterations"]["count"]) == (
+        "stopped", ["insufficient_improvement"], 3)
+    assert s["iterations"]["best"] == pytest.approx(0.93)
+    assert verify_store(g.ledger.store).ok
+
+
+def test_a_decision_that_omits_the_stop_it_fires_is_refused() -> None:
+    g = Gov({**CONTRACT, "stop_policy": {"max_iterations": 1}})
+    g.start()
+    bare = {"payload": {"decision_id": "d1", "hypothesis_id": "h1", "outcome": "retired",
+                        "reason": "duplicate", "revision": 0}}
+    g.unchanged(lambda: g.ledger.append(bare, creds=g.ev, kind="research_decision_v0"),
+                Refused, "must follow in the same batch are missing: the stop transition the "
+                         "policy fires .maximum_iterations_reached.")
+
+
+def test_a_later_decision_supersedes_the_earlier_one() -> None:
+    g = Gov()
+    first = promote(g, "h1")
+    second = record_decision(g.ledger, g.ev, {"hypothesis_id": "h1", "outcome": "retired",
+                                               "reason": "superseded", "revision": 0})
+    decisions = g.view["decisions"]
+    assert decisions[first["decision_id"]]["superseded_by"] == second["decision_id"]
+    g.unchanged(lambda: g.ledger.append({"payload": {
+        "decision_id": "d9", "hypothesis_id": "h1", "outcome": "retired",
+        "reason": "duplicate", "revision": 0}}, creds=g.ev, kind="research_decision_v0"),
+        Refused, "must cite and supersede")
+
+
+def test_state_machine_refuses_illegal_transitions() -> None:
+    g = Gov()
+    g.unchanged(lambda: transition(g.ledger, g.c.owner, "running", "skip ready"),
+                Refused, "cannot move from planned to running .from planned: ready, stopped, "
+                         "failed.")
+    g.unchanged(lambda: transition(g.ledger, g.ex, "ready", "me"), Forbidden,
+                "may not write campaign_transition_v0 with action 'ready'")
+    g.unchanged(lambda: transition(g.ledger, g.ev, "stopped", "bored"), Refused,
+                "none apply")
+    g.start()
+    transition(g.ledger, g.c.owner, "completed", "objective met")
+    g.unchanged(lambda: transition(g.ledger, g.c.owner, "running", "again"), Refused,
+                "none: it is finished")
+
+
+def test_ready_becomes_running_on_the_first_claim() -> None:
+    g = Gov()
+    transition(g.ledger, g.curator, "ready", "prepared")
+    g.c.todo("t1")
+    assert should_run(g.ledger, "ex1", claim=True, creds=g.ex)["claimed"]
+    s = status(g.view)
+    assert (s["state"], s["reason"]) == ("running", "first claim after ready")
+
+
+def test_should_run_obeys_the_campaign() -> None:
+    g = Gov()
+    g.start()
+    g.c.todo("t1")
+    transition(g.ledger, g.c.owner, "paused", "owner away")
+    paused = should_run(g.ledger, "ex1")
+    assert (paused["run"], paused["reason"]) == (False, "campaign_paused")
+    g.unchanged(lambda: claim(g.ledger, g.ex, "t1"), Refused, "campaign_paused")
+    transition(g.ledger, g.c.owner, "running", "back")
+
+    add_usage(g.ledger, g.ex, {"cpu_hours": 3.5})
+    g.c.todo("big", estimated_cost={"cpu_hours": 1.0}, priority=5)
+    picked = should_run(g.ledger, "ex1")
+    assert (picked["reason"], picked["todo"]["todo_id"]) == ("selected", "t1")  # big passed over
+    g.unchanged(lambda: claim(g.ledger, g.ex, "big"), Refused, "over_budget cpu_hours")
+    should_run(g.ledger, "ex1", claim=True, creds=g.ex)  # takes t1
+    only_big = should_run(g.ledger, "ex2")
+    assert (only_big["reason"], only_big["detail"]) == (
+        "budget_exhausted", {"over_budget_todos": ["big"]})
+
+    add_usage(g.ledger, g.ex, {"cpu_hours": 0.5})
+    spent = should_run(g.ledger, "ex2")
+    assert (spent["run"], spent["reason"], spent["detail"]) == (
+        False, "budget_exhausted", {"exhausted": ["cpu_hours"]})
+    assert evaluate(g.ledger, None, dry_run=True)["reasons"] == ["budget_exhausted:cpu_hours"]
+    done = evaluate(g.ledger, g.ev, dry_run=False)
+    assert done["stopped"] and done["reasons"] == ["budget_exhausted:cpu_hours"]
+    stopped = should_run(g.ledger, "ex2")
+    assert (stopped["reason"], stopped["detail"]) == (
+        "campaign_stopped", {"state": "stopped", "stop_reasons": ["budget_exhausted:cpu_hours"]})
+
+
+def test_owner_stop_is_operator_requested() -> None:
+    g = Gov()
+    g.start()
+    record = transition(g.ledger, g.c.owner, "stopped", "enough")
+    assert record["payload"]["stop_reasons"] == ["operator_requested"]
+    assert verify_store(g.ledger.store).ok
+
+
+def test_an_amendment_can_lift_the_wait_for_approval() -> None:
+    g = Gov()
+    pid = propose(g.ledger, g.ex, name="train", tool="lab.train", risk="compute",
+                  reason="r")["proposal_id"]
+    assert should_run(g.ledger, "ex1")["reason"] == "awaiting_approval"
+    amend_contract(g.ledger, g.curator, "compute is routine here",
+                   settings=[("guided_auto_approve", ["compute"])])
+    assert should_run(g.ledger, "ex1")["reason"] == "no_eligible_todo"
+    assert verdict(g.view, pid)["can_execute"] is True
+    amend_contract(g.ledger, g.curator, "no more training", settings=[
+        ("guided_auto_approve", []), ("denied_tools", ["lab.delete_run", "lab.train"])])
+    assert should_run(g.ledger, "ex1")["reason"] == "no_eligible_todo"  # moot, not awaited
+    assert any("not eligible" in r for r in verdict(g.view, pid)["reasons"])
+
+
+def test_approvals_and_waiting_follow_the_contract_in_force() -> None:
+    g = Gov({**CONTRACT, "mode": "bounded"})
+    pid = propose(g.ledger, g.ex, name="train", tool="lab.train", risk="compute",
+                  reason="r")["proposal_id"]
+    assert verdict(g.view, pid)["can_execute"] is True  # bounded: compute needs no approval
+    assert pending_approvals(g.view) == []
+    amend_contract(g.ledger, g.curator, "compute needs a look now",
+                   settings=[("approval_required_for", ["compute"])])
+    # The same proposal now waits for the owner: listed, awaited, not executable.
+    assert [r["subject"]["id"] for r in pending_approvals(g.view)] == [pid]
+    assert status(g.view)["awaiting_approval"] == {"ex1": [pid]}
+    assert should_run(g.ledger, "ex1")["reason"] == "awaiting_approval"
+    assert verdict(g.view, pid)["can_execute"] is False
+    # It may have run while it needed no approval: that result is kept, not refused.
+    record_result(g.ledger, g.ex, pid, success=True, result={"acc": 0.95})
+    assert pending_approvals(g.view) == [] and status(g.view)["awaiting_approval"] == {}
+    # A proposal that needed approval under both versions and has none cannot have run.
+    late = propose(g.ledger, g.ex, name="again", tool="lab.train", risk="compute",
+                   reason="r")["proposal_id"]
+    g.unchanged(lambda: record_result(g.ledger, g.ex, late, success=True), Refused,
+                "still awaiting approval; it cannot have run")
+
+
+def test_a_result_after_an_amendment_lifted_the_approval_is_accepted() -> None:
+    g = Gov()
+    pid = propose(g.ledger, g.ex, name="train", tool="lab.train", risk="compute",
+                  reason="r")["proposal_id"]
+    amend_contract(g.ledger, g.curator, "compute is routine here",
+                   settings=[("guided_auto_approve", ["compute"])])
+    assert verdict(g.view, pid)["can_execute"] is True
+    record_result(g.ledger, g.ex, pid, success=False, error="out of memory")
+    assert g.view["proposals"][pid]["result"]["success"] is False  # a failed run stays
+    rejected = propose(g.ledger, g.ex, name="x", tool="lab.fetch", risk="external",
+                       reason="r")["proposal_id"]
+    decide_approval(g.ledger, g.c.owner, rejected, approved=False, note="no")
+    g.unchanged(lambda: record_result(g.ledger, g.ex, rejected, success=True), Refused,
+                "was rejected at seq")
+
+
+def test_an_agent_told_to_wait_still_sees_the_lease_it_holds() -> None:
+    g = Gov()
+    g.start()
+    g.c.todo("t1")
+    should_run(g.ledger, "ex1", claim=True, creds=g.ex)
+    propose(g.ledger, g.ex, name="train", tool="lab.train", risk="compute", reason="r")
+    waiting = should_run(g.ledger, "ex1")
+    assert (waiting["run"], waiting["reason"], waiting["detail"]["holding"]) == (
+        False, "awaiting_approval", ["t1"])
+    assert "holding" not in should_run(g.ledger, "ex2").get("detail", {})
+
+
+def test_evaluating_a_finished_campaign_reports_nothing_to_do() -> None:
+    g = Gov()
+    g.start()
+    add_usage(g.ledger, g.ex, {"experiments": 5})
+    assert evaluate(g.ledger, g.ev, dry_run=False)["stopped"] is True
+    again = evaluate(g.ledger, g.ev, dry_run=False)
+    assert (again["finished"], again["reasons"], again["stopped"], again["seq"]) == (
+        True, [], False, None)
