@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # A campaign from contract to stop, using only the CLI: a curator writes the contract from a
-# prompt (with a budget of two experiments) and amends it, an executor proposes actions, the
-# owner approves one and refuses to approve a denied tool, the executor records what came of it
-# with its usage and findings, and once the experiments budget is spent should-run holds
-# everyone back and `loopx campaign evaluate` stops the campaign (budget_exhausted:experiments).
+# prompt (with a budget of two experiments) and amends it, a proposer proposes a hypothesis, an
+# executor proposes actions, the owner approves one and refuses to approve a denied tool, the
+# executor records what came of it with its usage, findings and evidence packet, the evaluator
+# judges the evidence and retires the hypothesis (one decision, one iteration), and once the
+# experiments budget is spent should-run holds everyone back and `loopx campaign evaluate` stops
+# the campaign (budget_exhausted:experiments).
 # Uses $LOOPX, else `loopx` on PATH. Works in a new temporary directory; tokens live in files.
 set -euo pipefail
 
@@ -28,9 +30,10 @@ field() { python3 -c 'import json,sys; d=json.load(sys.stdin)
 for k in sys.argv[1].split("."): d=d[k]
 print(d)' "$1"; }
 
-# -- the workspace and three agents (the owner token registers them) ---------------------------
+# -- the workspace and four agents (the owner token registers them) ----------------------------
 step init --goal-id mnist-width --owner-token-file owner.token
-for agent in "cur research_curator" "ex research_executor" "ev evaluator_promoter"; do
+for agent in "cur research_curator" "prop hypothesis_proposer" "ex research_executor" \
+             "ev evaluator_promoter"; do
     set -- $agent
     step agent register --agent-id "$1" --role "$2" --token-file owner.token --out-token-file "$1.token"
 done
@@ -50,12 +53,21 @@ step contract show
 # -- ready, then the first claim makes the campaign running ----------------------------------
 step campaign transition ready --reason "contract reviewed" --agent-id cur --token-file cur.token
 cat > todos.json <<'EOF'
-[{"todo_id": "dev-w128", "title": "Dev eval: hidden width 128", "role": "research_executor",
-  "action_kind": "run_dev_eval", "estimated_cost": {"experiments": 1}},
+[{"todo_id": "propose-w128", "title": "Propose the width-128 hypothesis",
+  "role": "hypothesis_proposer", "action_kind": "propose_hypothesis"},
+ {"todo_id": "dev-w128", "title": "Dev eval: hidden width 128", "role": "research_executor",
+  "action_kind": "run_dev_eval", "hypothesis_id": "h-w128", "estimated_cost": {"experiments": 1}},
  {"todo_id": "sweep", "title": "Sweep five widths", "role": "research_executor",
   "action_kind": "run_dev_eval", "priority": 9, "estimated_cost": {"experiments": 5}}]
 EOF
 step todo add --file todos.json --agent-id owner --token-file owner.token
+step quota should-run --agent-id prop --token-file prop.token --claim
+step hypothesis propose --agent-id prop --token-file prop.token --under propose-w128:1 \
+    --hypothesis-id h-w128 --title "width 128" \
+    --statement "A hidden width of 128 raises MNIST accuracy above the 0.97 baseline" \
+    --mechanism width --param width=128 --no-grounding-reason "the campaign's question"
+step todo complete propose-w128 --epoch 1 --result '{"hypotheses": ["h-w128"]}' \
+    --agent-id prop --token-file prop.token
 # "sweep" has the higher priority but would cost more than the budget has left: passed over.
 step quota should-run --agent-id ex --token-file ex.token --claim
 step campaign status
@@ -79,29 +91,40 @@ step approve p-train-128 --note "one run fits the budget" --approver Dana --toke
 step can-execute p-train-128 --json
 
 # -- the executor runs the tool itself, then records what came of it and what it cost ---------
-step action record p-train-128 --success --result '{"dev_accuracy": 0.975}' \
+step action record p-train-128 --success --result '{"dev_accuracy": [0.962, 0.958, 0.960]}' \
     --usage experiments=1 --usage gpu_hours=0.8 --agent-id ex --token-file ex.token
 result_id="$("$LOOPX" action show p-train-128 --json | field result.record_id)"
 step action show p-train-128
 step finding add --agent-id ex --token-file ex.token --finding-id f-dev-128 \
-    --kind computed_result --statement "width 128: dev accuracy 0.975 over seed 0" \
+    --kind computed_result --statement "width 128: mean dev accuracy 0.960 over seeds 0, 1, 2" \
     --evidence "record:$result_id" --confidence medium
 step finding add --agent-id ex --token-file ex.token --finding-id f-wider \
-    --kind hypothesis --statement "width 256 would gain as much again"
+    --kind hypothesis --statement "width 256 would not help either"
 step finding list
-step todo complete dev-w128 --epoch 1 --result '{"status": "scored"}' --agent-id ex --token-file ex.token
+# What the evaluator judges is the evidence packet: one value per contract seed.
+cat > packet.json <<'EOF'
+{"hypothesis_id": "h-w128", "status": "scored",
+ "results": [{"split": "dev", "metric": "accuracy", "seed": 0, "value": 0.962},
+             {"split": "dev", "metric": "accuracy", "seed": 1, "value": 0.958},
+             {"split": "dev", "metric": "accuracy", "seed": 2, "value": 0.960}]}
+EOF
+printf '\n$ cat packet.json\n'; cat packet.json
+step evidence append-packet packet.json --under dev-w128:1 --agent-id ex --token-file ex.token
+step todo complete dev-w128 --epoch 1 --result '{"status": "scored", "dev": {"verdict": "contradicts"}}' \
+    --agent-id ex --token-file ex.token
 # One experiment is left; "sweep" would cost five, so should-run passes it over.
 step quota should-run --agent-id ex --json
 
 # -- one decision is one iteration (the stop policy is evaluated in the same locked step) -------
-cat > decision.json <<'EOF'
-{"payload": {"decision_id": "d-w64", "hypothesis_id": "h-width-64", "outcome": "retired",
-             "reason": "contradicted", "revision": 0}}
-EOF
-step append --kind research_decision_v0 --file decision.json --agent-id ev --token-file ev.token
+step quota should-run --agent-id ev --token-file ev.token --claim
+step evidence judge h-w128 --split dev --agent-id ev --token-file ev.token
+step todo complete dev-w128.judge_dev_attempt --epoch 1 --result '{"verdict": "contradicts"}' \
+    --agent-id ev --token-file ev.token
+step candidates
+step decide retire h-w128 --reason contradicted --decision-id d-w128 --agent-id ev --token-file ev.token
 
 # -- the second experiment spends the budget ------------------------------------------------------
-step usage add --experiments 1 --gpu-hours 0.7 --note "width 128, seed 1" --agent-id ex --token-file ex.token
+step usage add --experiments 1 --gpu-hours 0.7 --note "width 128, a second run" --agent-id ex --token-file ex.token
 step usage show
 step quota should-run --agent-id ex --json
 step campaign evaluate --dry-run

@@ -12,10 +12,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from loopx.errors import Forbidden, LoopxError, Refused, StaleLease, Unauthorized
+from loopx.errors import (
+    Forbidden,
+    LoopxError,
+    Refused,
+    ResearchRefused,
+    StaleLease,
+    Unauthorized,
+)
 from loopx.governance_checks import GOVERNANCE_CHECKS, claim_block, stop_transition
 from loopx.lane_state import LaneState, apply_record, effective
 from loopx.leases import lease_live
+from loopx.research_checks import (
+    RESEARCH_CHECKS,
+    check_decision,
+    check_heldout_claim,
+    check_hypothesis,
+)
 from loopx.scope import OWNER_ROLE, action_of, allowed
 from loopx.should_run import blockers, live_holdings, quota_left, select
 from loopx.successors import successor_todos
@@ -95,6 +108,8 @@ def check_batch(lanes: LaneState, records: list[dict[str, Any]], now: str, first
             apply_record(lanes, provisional)
             expected += successors + _stop_after(lanes, provisional)
         except LoopxError as exc:
+            if isinstance(exc, ResearchRefused):
+                exc.request = provisional  # what the write path records the refusal of
             if len(records) > 1:
                 exc.message = f"record {index} of the batch: {exc.message}"
                 exc.args = (exc.message,)
@@ -200,6 +215,7 @@ def _check_claim(lanes: LaneState, who: Identity, record: dict[str, Any], now: s
     waiting = blockers(todo, lanes)
     if waiting:
         raise Refused(f"todo {todo_id!r} is blocked by {', '.join(waiting)}")
+    check_heldout_claim(lanes, todo_id, todo)
     block = claim_block(lanes, who.agent_id, todo)
     if block is not None:
         raise Refused(f"the campaign refuses claims now ({block.reason}: "
@@ -291,6 +307,12 @@ def _check_hypothesis(lanes: LaneState, who: Identity, record: dict[str, Any]) -
     if not p.get("grounding_refs") and not p.get("no_grounding_reason"):
         raise Refused(f"hypothesis {p['hypothesis_id']!r} needs grounding_refs or a "
                       "no_grounding_reason")
+    check_hypothesis(lanes, who, record)
+
+
+def _check_decision(lanes: LaneState, who: Identity, record: dict[str, Any]) -> None:
+    GOVERNANCE_CHECKS["research_decision_v0"](lanes, who, record)
+    check_decision(lanes, who, record)
 
 
 def _check_grant(lanes: LaneState, who: Identity, record: dict[str, Any]) -> None:
@@ -323,6 +345,8 @@ _KIND_CHECKS: dict[str, Callable[[LaneState, Identity, dict[str, Any]], None]] =
     "agent_grant_v0": _check_grant,
     "agent_revocation_v0": _check_revocation,
     **GOVERNANCE_CHECKS,
+    **RESEARCH_CHECKS,
+    "research_decision_v0": _check_decision,
 }
 
 

@@ -13,8 +13,8 @@ from loopx.errors import Refused
 from loopx.lane_state import LaneState, effective
 from loopx.leases import add_seconds, lease_live
 from loopx.ledger import Ledger
-from loopx.scope import role_scope
-from loopx.should_run import Decision, decision_json, select
+from loopx.scope import claim_scope
+from loopx.should_run import Decision, decision_json, select, split_data
 from loopx.store.base import Record
 from loopx.successors import successor_todos
 from loopx.todos import find_todo
@@ -76,7 +76,8 @@ def _claimed_json(ledger: Ledger, lanes: LaneState, decision: Decision, now: str
     todo = lanes["todos"][decision.todo_id]
     expires = add_seconds(now, effective(todo, lanes["profiles"], "lease_ttl_seconds"))
     out["claimed"] = True
-    out["claim"].update(lease_expires_at=expires, via=via)
+    out["claim"].update(lease_expires_at=expires, via=via,
+                        data=split_data(lanes, todo, reveal=True))
     return out
 
 
@@ -98,7 +99,7 @@ def _claim_records(ledger: Ledger, lanes: LaneState, who: Identity, todo_id: str
         "hypothesis_id": todo["hypothesis_id"],
         "capability_token": profile.get("capability_token", who.role),
         "allowed_actions": list(profile.get("actions", [])),
-        "write_scope": sorted(role_scope(profile.get("write_scope", {}))),
+        "write_scope": claim_scope(profile.get("write_scope", {})),
         "blocked_by": list(todo["blocked_by"]),
         "lease_ttl_seconds": float(effective(todo, lanes["profiles"], "lease_ttl_seconds")),
         "context": {},

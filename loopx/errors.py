@@ -112,6 +112,31 @@ class Refused(LoopxError):
     code = "refused"
 
 
+class ResearchRefused(Refused):
+    """A research rule refused a well-formed, authorised request (a held-out read over budget, a
+    duplicate of a retired hypothesis, a promotion without its candidate). Unlike other
+    refusals it is recorded: a ``research_refusal_v0`` takes the request's place in the log."""
+
+    code = "research_refused"
+
+    def __init__(self, rule: str, message: str, *, hypothesis_id: str | None = None,
+                 cites: list[str] | None = None, detail: dict[str, object] | None = None,
+                 hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.rule = rule
+        self.hypothesis_id = hypothesis_id
+        self.cites = list(cites or [])
+        self.detail = dict(detail or {})
+        self.request: dict[str, object] | None = None  # the refused record, set by the checks
+        self.recorded_seq: int | None = None
+
+    def to_json(self) -> dict[str, object]:
+        out = super().to_json()
+        out["rule"] = self.rule
+        out["recorded_seq"] = self.recorded_seq
+        return out
+
+
 class Unauthorized(Refused):
     """No token, a wrong token, a revoked grant, or a token of another agent."""
 

@@ -1,5 +1,6 @@
 """The checked state: role profiles, agents and their grants, todos and leases, plus the
-governance slices folded by :mod:`loopx.campaign_state`.
+governance slices folded by :mod:`loopx.campaign_state` and the research slices folded by
+:mod:`loopx.research_state`.
 
 This is everything the write checks and should-run read. Updates are copy-on-write (each entry
 is replaced, never mutated in place), so the same code folds the log and checks a batch against
@@ -12,17 +13,18 @@ import bisect
 from collections import ChainMap
 from typing import Any
 
-from loopx import campaign_state
+from loopx import campaign_state, research_state
 from loopx.leases import add_seconds
 
 LaneState = dict[str, Any]
 LANE_SLICES = ("profiles", "agents", "todos", "queues")
-SLICES = LANE_SLICES + campaign_state.SLICES
+SLICES = LANE_SLICES + campaign_state.SLICES + research_state.SLICES
 
 
 class LanesReducer:
     """Folds profiles, grants, revocations, todos, claims and todo events, then the governance
-    records (contract, campaign status, proposals, approvals, usage, findings, decisions).
+    records (contract, campaign status, proposals, approvals, usage, findings, decisions), then
+    the research records (hypotheses, packets, judgements, audits, gate results).
 
     ``queues`` holds the todos not yet done, per role (or per assignee, ``@agent``), sorted by
     (-priority, seq): selection takes the first claimable one instead of walking every todo.
@@ -30,7 +32,7 @@ class LanesReducer:
     """
 
     name = "lanes"
-    version = 2
+    version = 3
 
     def initial(self) -> LaneState:
         state: LaneState = {name: {} for name in SLICES}
@@ -95,6 +97,7 @@ def apply_record(state: LaneState, record: dict[str, Any]) -> None:
     if handler is not None:
         handler(state, record, record["payload"])
     campaign_state.apply_campaign(state, record)
+    research_state.apply_research(state, record)
 
 
 def _profile(state: LaneState, record: dict[str, Any], p: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loopx.checkpoint import load_checkpoint, save_checkpoint
-from loopx.errors import WorkspaceError
+from loopx.errors import ResearchRefused, WorkspaceError
 from loopx.fold import REDUCERS, Reducer, State, advance, fold_version
 from loopx.lane_state import LaneState
 from loopx.store.base import Cursor, Record, Store
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 Plan = Callable[[LaneState, "Identity", str], list[Record]]
 
 CHECKPOINT_EVERY = 1000
+LONG_TEXT = 16384  # a refusal's reason is the error message, cut to the LongText limit
 
 
 def draft(payload: dict[str, Any], *, kind: str | None = None,
@@ -101,6 +102,7 @@ class Ledger:
         from loopx.lane_state import overlay
 
         self._advance()  # catch up before the lock, so the locked step reads only the newest
+        refused: list[ResearchRefused] = []
 
         def build(head: Cursor, now: str) -> list[Record]:
             state = self._advance()
@@ -111,13 +113,50 @@ class Ledger:
             who = authenticate(state["kernel"], lanes, creds)
             records = plan(lanes, who, now)
             if records:
-                check_batch(lanes, list(records), now, head.seq + 1)
+                try:
+                    check_batch(lanes, list(records), now, head.seq + 1)
+                except ResearchRefused as exc:
+                    # A research rule's refusal is kept for the audit trail, in the request's
+                    # place; the caller still gets the error.
+                    refusal = self.refusal_record(who, exc)
+                    check_batch(overlay(state["lanes"]), [refusal], now, head.seq + 1)
+                    refused.append(exc)
+                    return [refusal]
             return records
 
-        return self.store.append(build, expect_seq=expect_seq)
+        written = self.store.append(build, expect_seq=expect_seq)
+        if refused:
+            exc = refused[-1]
+            exc.recorded_seq = written[0]["seq"]
+            exc.message = f"{exc.message} (refusal recorded at seq {exc.recorded_seq})"
+            exc.args = (exc.message,)
+            raise exc
+        return written
 
-    def prepare(self, docs: Any, who: Identity, *, kind: str | None = None) -> list[Record]:
+    def refusal_record(self, who: Identity, exc: ResearchRefused) -> Record:
+        """The ``research_refusal_v0`` that takes a refused request's place in the log."""
+        from loopx.records.registry import KINDS, new_record_id
+        from loopx.scope import action_of
+
+        request = exc.request or {}
+        spec = KINDS["research_refusal_v0"]
+        payload = {"rule": exc.rule,
+                   "requested_kind": request.get("schema_version", "unknown"),
+                   "requested_action": action_of(request) if request else "unknown",
+                   "hypothesis_id": exc.hypothesis_id, "todo_id": request.get("todo_id"),
+                   "reason": exc.message[:LONG_TEXT], "cites": exc.cites, "detail": exc.detail}
+        return {"schema_version": "research_refusal_v0", "record_id": new_record_id(),
+                "goal_id": self.goal_id(), "agent_id": who.agent_id, "lane_role": who.role,
+                "capability": who.capability, "todo_id": None, "epoch": None,
+                "visibility": spec.visibility, "provenance": spec.provenance,
+                "payload": payload}
+
+    def prepare(self, docs: Any, who: Identity, *, kind: str | None = None,
+                by_loopx: bool = False) -> list[Record]:
         """Check drafts (one, or a list committed as one batch) and stamp them with ``who``.
+
+        ``by_loopx`` admits kinds only loopx's own tools write (gate results), which
+        ``loopx append`` refuses.
 
         Raises:
             RecordRejected: naming every refused field; nothing written.
@@ -126,7 +165,8 @@ class Ledger:
 
         author = Author(goal_id=self.goal_id(), agent_id=who.agent_id, lane_role=who.role,
                         capability=who.capability, authenticated=True)
-        return prepare_batch(docs, author, kind=kind)
+        allow = frozenset({"agents", "owner", "loopx"} if by_loopx else {"agents", "owner"})
+        return prepare_batch(docs, author, kind=kind, allow=allow)
 
     def lifecycle(self, who: Identity, kind: str, todo_id: str, epoch: int,
                   payload: dict[str, Any]) -> Record:

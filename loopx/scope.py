@@ -30,6 +30,9 @@ KIND_ACTIONS: dict[str, tuple[str, ...]] = {
     "usage_v0": ("add",),
     "finding_v0": ("add",),
     "research_decision_v0": ("promote", "retire"),
+    "novelty_audit_v0": ("audit",),
+    "gate_result_v0": ("record",),
+    "research_refusal_v0": ("record",),
 }
 
 # Every role may write these for todos it holds (claims and expiries have their own checks).
@@ -37,6 +40,10 @@ LIFECYCLE: dict[str, tuple[str, ...]] = {
     "auto_research_lane_claim_v1": ("claim",),
     "todo_event_v0": KIND_ACTIONS["todo_event_v0"],
 }
+
+# Any writer, the owner included, may have a request refused by a research rule: the write path
+# records the refusal under the requester's identity (the kind is never appended by hand).
+EVERYONE: dict[str, tuple[str, ...]] = {"research_refusal_v0": ("record",)}
 
 OWNER_ROLE = "owner"
 OWNER_SCOPE: dict[str, tuple[str, ...]] = {
@@ -78,11 +85,17 @@ def action_of(record: Mapping[str, Any]) -> str:
 def role_scope(write_scope: Mapping[str, list[str]] | None) -> dict[str, tuple[str, ...]]:
     """Everything a role may append: its profile's write scope plus the todo lifecycle."""
     if write_scope is None:  # the owner
-        return dict(OWNER_SCOPE)
-    scope = {kind: tuple(actions) for kind, actions in write_scope.items()}
+        return {**OWNER_SCOPE, **EVERYONE}
+    scope = {kind: tuple(actions) for kind, actions in write_scope.items()} | EVERYONE
     for kind, actions in LIFECYCLE.items():
         scope[kind] = tuple(sorted(set(scope.get(kind, ())) | set(actions)))
     return scope
+
+
+def claim_scope(write_scope: Mapping[str, list[str]] | None) -> list[str]:
+    """The kinds a claim packet lists: what the role may append (refusals, which only the write
+    path records, are left out)."""
+    return sorted(k for k in role_scope(write_scope) if k not in EVERYONE)
 
 
 def allowed(write_scope: Mapping[str, list[str]] | None, kind: str, action: str) -> bool:
@@ -94,7 +107,7 @@ def scope_problems(write_scope: Mapping[str, list[str]]) -> list[str]:
     """Why a profile's write scope is malformed (unknown kind or action, owner-only kind)."""
     problems = []
     for kind, actions in write_scope.items():
-        if kind not in KIND_ACTIONS or kind in ("workspace_v0", "store_repair_v0"):
+        if kind not in KIND_ACTIONS or kind in ("workspace_v0", "store_repair_v0", *EVERYONE):
             problems.append(f"write_scope: unknown or system kind {kind!r}")
         elif kind in OWNER_ONLY:
             problems.append(f"write_scope: {kind} is written only by the owner")

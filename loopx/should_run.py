@@ -14,7 +14,9 @@ from loopx.errors import NotFound, Unauthorized
 from loopx.governance import campaign_block, todo_over_budget
 from loopx.lane_state import LaneState, effective, fast_get
 from loopx.leases import lease_live
-from loopx.scope import role_scope
+from loopx.research_checks import heldout_over_budget, moot_evaluation
+from loopx.research_state import HELDOUT_ACTION
+from loopx.scope import claim_scope
 
 REASONS = ("selected", "already_holding_lease", "no_eligible_todo", "blocked", "quota_exhausted",
            "campaign_stopped", "campaign_paused", "budget_exhausted", "awaiting_approval")
@@ -108,6 +110,7 @@ def select(lanes: LaneState, agent_id: str, now: str) -> Decision:
     queues = lanes["queues"]
     any_blocked = False
     too_costly: list[str] = []
+    spent_reads: list[str] = []
     # Todos assigned to this agent first, then the role's; each queue is in selection order.
     for queue in (queues.get(f"@{agent_id}", ()), queues.get(role, ())):
         for _, _, todo_id in queue:
@@ -120,6 +123,11 @@ def select(lanes: LaneState, agent_id: str, now: str) -> Decision:
             if todo.get("cost") and todo_over_budget(lanes, todo):
                 too_costly.append(todo_id)
                 continue
+            if todo["action_kind"] == HELDOUT_ACTION and heldout_over_budget(lanes, todo):
+                spent_reads.append(todo_id)  # its claim would be refused (and recorded)
+                continue
+            if moot_evaluation(lanes, todo):
+                continue  # its hypothesis is decided; its claim would be refused
             return Decision(agent_id, role, True, "selected", todo_id)
     if too_costly and not any_blocked:
         return Decision(agent_id, role, False, "budget_exhausted",
@@ -128,12 +136,15 @@ def select(lanes: LaneState, agent_id: str, now: str) -> Decision:
         blocked = [t for queue in (queues.get(f"@{agent_id}", ()), queues.get(role, ()))
                    for _, _, t in queue if blockers(get(t), lanes)]
         return Decision(agent_id, role, False, "blocked", blocked=sorted(blocked)[:8])
-    return Decision(agent_id, role, False, "no_eligible_todo")
+    detail = {"heldout_budget_spent": sorted(spent_reads)[:8]} if spent_reads else {}
+    return Decision(agent_id, role, False, "no_eligible_todo", detail=detail)
 
 
 def claim_packet(lanes: LaneState, goal_id: str, agent_id: str, todo_id: str, *,
-                 epoch: int, expires: str | None, via: str = "should_run") -> dict[str, Any]:
-    """The ``auto_research_lane_claim_v1`` packet for a claim, in the lane contract's shape."""
+                 epoch: int, expires: str | None, via: str = "should_run",
+                 holding: bool = False) -> dict[str, Any]:
+    """The ``auto_research_lane_claim_v1`` packet for a claim, in the lane contract's shape;
+    the split's location only for the agent holding the claim."""
     todo = lanes["todos"][todo_id]
     role = lanes["agents"][agent_id]["role"]
     profile = lanes["profiles"].get(role, {})
@@ -148,14 +159,33 @@ def claim_packet(lanes: LaneState, goal_id: str, agent_id: str, todo_id: str, *,
         "hypothesis_id": todo["hypothesis_id"],
         "capability_token": profile.get("capability_token", role),
         "allowed_actions": list(profile.get("actions", [])),
-        "write_scope": sorted(role_scope(profile.get("write_scope", {}))),
+        "write_scope": claim_scope(profile.get("write_scope", {})),
         "blocked_by": list(todo["blocked_by"]),
         "lease_ttl_seconds": ttl,
         # A todo may carry a shorter TTL than its role's: beat at least twice per lease.
         "heartbeat_seconds": min(profile.get("heartbeat_seconds", ttl / 2), ttl / 2),
         "lease_expires_at": expires,
         "via": via,
+        "data": split_data(lanes, todo, reveal=holding),
     }
+
+
+def split_data(lanes: LaneState, todo: dict[str, Any], *,
+               reveal: bool) -> dict[str, Any] | None:
+    """The evaluation split a todo works on, with its location when ``reveal`` (the agent holds
+    the claim): the held-out location appears only there, in a held-out todo's claim packet.
+    This keeps honest agents off held-out data; the contract record itself is readable by
+    anyone with the log."""
+    from loopx.campaign_state import current_contract
+
+    split = {"run_dev_eval": "dev", "retry_attempt": "dev",
+             HELDOUT_ACTION: "heldout"}.get(todo["action_kind"])
+    contract = current_contract(lanes)
+    if split is None or contract is None:
+        return None
+    spec = contract["evaluation"][split]
+    return {"split": split, "name": spec["name"],
+            "location": spec.get("location") if reveal else None}
 
 
 def decision_json(decision: Decision, lanes: LaneState, goal_id: str, *, claimed: bool) -> dict[str, Any]:
@@ -176,5 +206,6 @@ def decision_json(decision: Decision, lanes: LaneState, goal_id: str, *, claimed
                        "hypothesis_id": todo["hypothesis_id"]}
         out["claim"] = claim_packet(lanes, goal_id, decision.agent_id, decision.todo_id,
                                     epoch=epoch, expires=todo["expires"] if holding else None,
-                                    via=todo.get("via", "should_run") if holding else "should_run")
+                                    via=todo.get("via", "should_run") if holding else "should_run",
+                                    holding=holding)
     return out

@@ -1,5 +1,5 @@
 """The example scripts the README and docs point to run to the end on a fresh workspace, and the
-governance example ends where docs/governance.md says it does."""
+governance and research examples end where docs/governance.md and docs/research.md say they do."""
 
 from __future__ import annotations
 
@@ -38,7 +38,46 @@ def test_walkthrough_runs_to_the_end(tmp_path: Path) -> None:
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_governance_example_takes_a_campaign_from_contract_to_stop(tmp_path: Path) -> None:
     out = run_example("governance.sh", tmp_path)
-    assert "campaign stopped since seq 28 (budget_exhausted:experiments)" in out
+    assert "h-w128 dev: contradicts" in out
+    assert "d-w128: h-w128 retired (contradicted) at revision 33, seq 35" in out
+    assert "campaign stopped since seq 37 (budget_exhausted:experiments)" in out
+    assert "iterations 1, best -, without improvement 1" in out
     assert '"reason": "campaign_stopped"' in out
     assert "cannot move from stopped to running" in out
-    assert "\nok: 28 records" in out
+    assert "\nok: 37 records" in out
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("git") is None,
+                    reason="needs bash and git")
+def test_research_example_promotes_the_honest_hypothesis_and_retires_the_tampered_one(
+        tmp_path: Path) -> None:
+    out = run_example("research.sh", tmp_path)
+    # The held-out location: withheld from `contract show`, given in the held-out claim packet.
+    assert "(withheld: given only in a held-out todo's claim packet)" in out
+    assert out.count("/data/mnist/heldout") == 2  # the contract init command line and claim.data
+    assert '{"location": "/data/mnist/heldout", "name": "heldout", "split": "heldout"}' in out
+    # The honest hypothesis: dev-only promotion refused, then promoted once every gate passed.
+    assert "(dev-only lift is never a promotion)" in out
+    assert "h-w128 heldout: supports" in out
+    assert "protected boundary of h-w128: passed (2 packet(s)" in out
+    assert "promotion  h-w128" in out
+    assert "h-w128 promoted (gates_passed)" in out
+    # The tampered one: its packet said clean; git says otherwise.
+    assert "protected boundary of h-w256: FAILED (1 packet(s)" in out
+    assert "eval/score.py: modified in" in out
+    assert "retire it (guardrail_failed)" in out
+    assert "h-w256 retired (guardrail_failed)" in out
+    # Refused and recorded: a duplicate of the retired idea and a second held-out read.
+    assert "duplicates 'h-w256' (retired;" in out
+    assert '"detail": {"heldout_budget_spent": ["heldout-w128-again"]}' in out
+    assert "has used its held-out read budget (1 of 1)" in out
+    assert out.count("refusal recorded at seq") == 3
+    for rule in ("dev_only_lift research_decision_v0 promote h-w128",
+                 "duplicate research_hypothesis_v0 propose h-w256-again",
+                 "heldout_budget auto_research_lane_claim_v1 claim h-w128"):
+        assert rule in out
+    assert out.count("(exit status 8)") == 3
+    assert "h-w128                   promoted" in out
+    assert "h-w256                   retired" in out
+    assert "iterations 2, best 0.978" in out
+    assert "\nok: " in out

@@ -9,14 +9,22 @@ from typing import Any
 import pytest
 from lanes_support import Campaign, campaign
 
-from loopx.actions import decide_approval, pending_approvals, propose, record_result, verdict
+from loopx.actions import (
+    decide_approval,
+    pending_approvals,
+    propose,
+    record_result,
+    verdict,
+)
 from loopx.campaign import evaluate, status, transition
 from loopx.checks import Credentials
 from loopx.claims import claim, should_run
 from loopx.contracts import amend_contract, contract_version, init_contract
-from loopx.decisions import record_decision
+from loopx.decisions import decide
 from loopx.errors import Forbidden, RecordRejected, Refused, Unauthorized
 from loopx.findings import add_finding, finding_groups
+from loopx.projections import row
+from loopx.testing.research import ResearchLoop
 from loopx.usage import add_usage
 from loopx.verify import verify_store
 
@@ -28,6 +36,7 @@ CONTRACT: dict[str, Any] = {
     "budget": {"max_cpu_hours": 4.0, "max_experiments": 5},
     "stop_policy": {"max_iterations": 4, "patience_iterations": 2},
     "denied_tools": ["lab.delete_run"],
+    "promotion_policy": {"required_gates": ["heldout"]},
 }
 
 
@@ -248,27 +257,25 @@ def test_findings_keep_statement_kinds_apart() -> None:
     assert groups["not_established"] == []
 
 
-def heldout(g: Gov, hypothesis: str, values: list[float]) -> None:
-    g.ledger.append({"payload": {
-        "hypothesis_id": hypothesis, "packet_ids": ["rec_1"], "split": "heldout",
-        "metric": "acc", "direction": "maximize", "rule": "welch_one_sided",
-        "verdict": "supports", "values": values}}, creds=g.ev, kind="research_evidence_event_v0")
+def research(g: Gov) -> ResearchLoop:
+    """A proposer and an executor beside the Gov agents, to drive hypotheses to candidates."""
+    return ResearchLoop(g.ledger, g.c.owner, agents={"cur": g.curator, "ev": g.ev})
 
 
-def promote(g: Gov, hypothesis: str) -> dict[str, Any]:
-    return record_decision(g.ledger, g.ev, {"hypothesis_id": hypothesis, "outcome": "promoted",
-                                             "reason": "gates_passed", "revision": 0})
+SUPPORTED = ([0.95, 0.96, 0.97], [0.92, 0.93, 0.94])  # held-out mean 0.93 beats 0.9
+WORSE = [0.80, 0.81, 0.82]
 
 
 def test_decisions_count_iterations_and_the_stop_fires_in_the_same_batch() -> None:
     g = Gov()
     g.start()
-    heldout(g, "h1", [0.92, 0.94])
-    assert promote(g, "h1")["stopped"] is False  # 0.93 beats 0.9: an improvement
-    retire = {"hypothesis_id": "h2", "outcome": "retired", "reason": "contradicted",
-              "revision": 0}
-    assert record_decision(g.ledger, g.ev, retire)["stopped"] is False  # stagnant 1
-    out = record_decision(g.ledger, g.ev, {**retire, "hypothesis_id": "h3"})  # stagnant 2
+    loop = research(g)
+    loop.supported("h1", *SUPPORTED)
+    assert decide(g.ledger, g.ev, "h1", "promoted")["stopped"] is False  # an improvement
+    for hid, mechanism in (("h2", "depth"), ("h3", "lr")):
+        loop.supported(hid, WORSE, None, mechanism=mechanism)
+    assert decide(g.ledger, g.ev, "h2", "retired", reason="contradicted")["stopped"] is False
+    out = decide(g.ledger, g.ev, "h3", "retired", reason="contradicted")  # stagnant 2
     assert out["stopped"] and out["stop_reasons"] == ["insufficient_improvement"]
     [decision, stop] = g.c.records()[-2:]
     assert decision["batch_end"] == stop["seq"]  # one atomic batch
@@ -283,8 +290,12 @@ def test_decisions_count_iterations_and_the_stop_fires_in_the_same_batch() -> No
 def test_a_decision_that_omits_the_stop_it_fires_is_refused() -> None:
     g = Gov({**CONTRACT, "stop_policy": {"max_iterations": 1}})
     g.start()
+    research(g).supported("h1", WORSE, None)
+    current = row(g.view, "h1")
+    assert current.retirement is not None
     bare = {"payload": {"decision_id": "d1", "hypothesis_id": "h1", "outcome": "retired",
-                        "reason": "duplicate", "revision": 0}}
+                        "reason": "contradicted", "revision": current.revision,
+                        "evidence_ids": current.retirement["rests_on"]}}
     g.unchanged(lambda: g.ledger.append(bare, creds=g.ev, kind="research_decision_v0"),
                 Refused, "must follow in the same batch are missing: the stop transition the "
                          "policy fires .maximum_iterations_reached.")
@@ -292,15 +303,21 @@ def test_a_decision_that_omits_the_stop_it_fires_is_refused() -> None:
 
 def test_a_later_decision_supersedes_the_earlier_one() -> None:
     g = Gov()
-    first = promote(g, "h1")
-    second = record_decision(g.ledger, g.ev, {"hypothesis_id": "h1", "outcome": "retired",
-                                               "reason": "superseded", "revision": 0})
-    decisions = g.view["decisions"]
-    assert decisions[first["decision_id"]]["superseded_by"] == second["decision_id"]
+    research(g).supported("h1", *SUPPORTED)
+    first = decide(g.ledger, g.ev, "h1", "promoted")
+    decide_approval(g.ledger, g.c.owner, first["decision_id"], approved=False, note="not yet")
+    current = row(g.view, "h1")
+    assert current.retirement is not None and current.retirement["reasons"] == [
+        "operator_rejected"]
     g.unchanged(lambda: g.ledger.append({"payload": {
         "decision_id": "d9", "hypothesis_id": "h1", "outcome": "retired",
-        "reason": "duplicate", "revision": 0}}, creds=g.ev, kind="research_decision_v0"),
-        Refused, "must cite and supersede")
+        "reason": "operator_rejected", "revision": current.revision,
+        "evidence_ids": current.retirement["rests_on"]}}, creds=g.ev,
+        kind="research_decision_v0"), Refused, "must cite and supersede")
+    second = decide(g.ledger, g.ev, "h1", "retired", reason="operator_rejected")
+    decisions = g.view["decisions"]
+    assert decisions[first["decision_id"]]["superseded_by"] == second["decision_id"]
+    assert row(g.view, "h1").state == "retired"
 
 
 def test_state_machine_refuses_illegal_transitions() -> None:

@@ -7,7 +7,12 @@ from typing import Any
 
 import pytest
 
-from loopx.governance import STATES, approval_required, tool_eligible, transition_allowed
+from loopx.governance import (
+    STATES,
+    approval_required,
+    tool_eligible,
+    transition_allowed,
+)
 from loopx.records.contract import ResearchContractV0
 from loopx.stopping import initial_iterations, next_iteration, stop_reasons
 

@@ -9,9 +9,12 @@ from lanes_support import Campaign, campaign
 
 from loopx.checks import Credentials
 from loopx.claims import should_run
-from loopx.errors import Forbidden, Unauthorized
+from loopx.errors import Forbidden, RecordRejected, Unauthorized
+from loopx.evidence import judgement_payload
 from loopx.profiles import packaged_profiles, parse_profile
+from loopx.projections import row
 from loopx.scope import KIND_ACTIONS, OWNER_ROLE, role_scope
+from loopx.testing.research import ResearchLoop
 from loopx.verify import verify_store
 
 PROFILES = {p["role"]: p for p in (parse_profile(n, d) for n, d in packaged_profiles().items())}
@@ -95,10 +98,7 @@ def governance_draft(c: Campaign, role: str, agent: str, kind: str, action: str,
     if kind == "finding_v0":
         return {"payload": {"finding_id": "f1", "kind": "hypothesis", "statement": "maybe"}}
     if kind == "research_decision_v0":
-        outcome = {"promote": ("promoted", "gates_passed"), "retire": ("retired", "duplicate")}
-        o, r = outcome[action]
-        return {"payload": {"decision_id": "d1", "hypothesis_id": "h1", "outcome": o,
-                            "reason": r, "revision": 0}}
+        return decision_draft(c, action)
     if kind == "campaign_transition_v0":
         # A stop by an agent must name the reasons that apply: an exhausted experiment budget.
         setup_contract(c, budget={"max_experiments": 1})
@@ -113,23 +113,74 @@ def governance_draft(c: Campaign, role: str, agent: str, kind: str, action: str,
     raise AssertionError(kind)
 
 
+RESEARCH = ("research_hypothesis_v0", "auto_research_evidence_packet_v0",
+            "research_evidence_event_v0", "novelty_audit_v0", "gate_result_v0",
+            "research_refusal_v0")
+# Kinds only loopx's own tools (or the write path) build: `loopx append` refuses them, so the
+# matrix writes them the way loopx does, through the same checked path.
+BY_LOOPX = ("gate_result_v0", "research_refusal_v0")
+
+
+def research_loop(c: Campaign) -> ResearchLoop:
+    """Setup agents of every research role (ids unlike the role under test's) and a contract."""
+    loop = ResearchLoop(c.ledger, c.owner, agents={})
+    loop.contract({**CONTRACT, "promotion_policy": {"required_gates": ["heldout"]},
+                   "metric": {**CONTRACT["metric"], "seeds": [0, 1, 2]}})
+    return loop
+
+
+def research_draft(c: Campaign, agent: str, kind: str, action: str,
+                   held: dict[str, Any]) -> dict[str, Any]:
+    """Drafts (and the state they need) for the research kinds."""
+    hypothesis = {"hypothesis_id": "h1", "title": "t", "statement": "s", "mechanism_family": "m",
+                  "claimed_by": agent, "no_grounding_reason": "test"}
+    if kind == "research_hypothesis_v0":
+        if action == "refine":
+            research_loop(c).propose("h0")
+            hypothesis["parent_id"] = "h0"
+        return {**held, "payload": hypothesis}
+    loop = research_loop(c)
+    loop.propose("h1")
+    if kind == "auto_research_evidence_packet_v0":
+        return {**held, "payload": {"hypothesis_id": "h1", "status": "failed", "error": "x"}}
+    if kind == "research_evidence_event_v0":
+        loop.run("h1", "dev", [0.6, 0.7, 0.8])
+        return {"payload": judgement_payload(c.lanes, "h1", "dev")}
+    if kind == "novelty_audit_v0":
+        return {"payload": {"hypothesis_id": "h1", "verdict": "novel"}}
+    if kind == "gate_result_v0":
+        return {"payload": {"hypothesis_id": "h1", "gate": "protected_boundary",
+                            "passed": False, "revision": c.lanes["hypotheses"]["h1"]["revision"],
+                            "reasons": ["no evidence to check"]}}
+    return {"payload": {"rule": "duplicate", "requested_kind": "research_hypothesis_v0",
+                        "requested_action": "propose", "hypothesis_id": "h1",
+                        "reason": "a test refusal"}}
+
+
+def decision_draft(c: Campaign, action: str) -> dict[str, Any]:
+    """A decision on a candidate: h1 promoted on dev and held-out evidence, or h2 retired as a
+    duplicate of h1."""
+    loop = research_loop(c)
+    loop.supported("h1", [0.7, 0.8, 0.9], [0.7, 0.8, 0.9])
+    hid, outcome, reason = "h1", "promoted", "gates_passed"
+    if action == "retire":
+        loop.propose("h2", statement="width change h1 lifts accuracy")
+        hid, outcome, reason = "h2", "retired", "duplicate"
+    current = row(c.lanes, hid)
+    candidate = current.promotion if outcome == "promoted" else current.retirement
+    assert candidate is not None, current
+    return {"payload": {"decision_id": "d1", "hypothesis_id": hid, "outcome": outcome,
+                        "reason": reason, "revision": current.revision,
+                        "evidence_ids": candidate["rests_on"]}}
+
+
 def draft(c: Campaign, role: str, agent: str, kind: str, action: str,
           held: dict[str, Any], creds: Credentials) -> dict[str, Any]:
     """A well-formed draft performing ``action`` on ``kind``, valid but for the scope check."""
     if kind in GOVERNANCE:
         return governance_draft(c, role, agent, kind, action, creds)
-    if kind == "research_hypothesis_v0":
-        payload = {"hypothesis_id": "h1", "title": "t", "statement": "s",
-                   "mechanism_family": "m", "claimed_by": agent, "no_grounding_reason": "test"}
-        if action == "refine":
-            payload["parent_id"] = "h0"
-        return {**held, "payload": payload}
-    if kind == "auto_research_evidence_packet_v0":
-        return {**held, "payload": {"hypothesis_id": "h1", "status": "failed", "error": "x"}}
-    if kind == "research_evidence_event_v0":
-        return {"payload": {"hypothesis_id": "h1", "packet_ids": ["rec_1"], "split": "dev",
-                            "metric": "acc", "direction": "maximize", "rule": "welch_one_sided",
-                            "verdict": "inconclusive"}}
+    if kind in RESEARCH:
+        return research_draft(c, agent, kind, action, held)
     if kind == "rollout_event_v0":
         return {**held, "payload": {"event": "note"}}
     if kind == "todo_item_v0":
@@ -182,14 +233,23 @@ def test_role_kind_action_matrix(role: str, kind: str, action: str) -> None:
         c.todo("free", role=free_role, action_kind=PROFILES[free_role]["actions"][0])
     doc = draft(c, role, agent, kind, action, held, creds)
     head = c.head()
+    if kind in BY_LOOPX:
+        with pytest.raises(RecordRejected, match="written only by loopx"):
+            c.ledger.append(doc, creds=creds, kind=kind)
+
+        def append(doc: dict[str, Any], *, creds: Credentials, kind: str) -> list[Any]:
+            return c.ledger.write(creds, lambda view, who, now: c.ledger.prepare(
+                doc, who, kind=kind, by_loopx=True))
+    else:
+        append = c.ledger.append
     if action in expected_scope(role).get(kind, ()):
-        [record] = [r for r in c.ledger.append(doc, creds=creds, kind=kind)
+        [record] = [r for r in append(doc, creds=creds, kind=kind)
                     if r["schema_version"] == kind]
         assert (record["agent_id"], record["lane_role"]) == (agent, role)
         assert verify_store(c.ledger.store).ok
     else:
         with pytest.raises(Forbidden) as refused:
-            c.ledger.append(doc, creds=creds, kind=kind)
+            append(doc, creds=creds, kind=kind)
         assert (refused.value.role, refused.value.kind, refused.value.action) == (role, kind, action)
         assert f"role {role!r} may not write {kind} with action {action!r}" in str(refused.value)
         assert c.head() == head

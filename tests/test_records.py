@@ -14,7 +14,9 @@ from loopx.agents import register_agent
 from loopx.checks import Credentials
 from loopx.claims import should_run
 from loopx.errors import Forbidden, RecordRejected, Refused, StaleLease, Unauthorized
+from loopx.evidence import judgement_payload
 from loopx.ledger import Ledger
+from loopx.projections import row
 from loopx.records import KINDS, kind_names
 from loopx.store import MemoryStore
 from loopx.testing.lanes import LONG_LEASE, executor_writer
@@ -34,7 +36,8 @@ VALID: dict[str, dict[str, Any]] = {
     },
     "auto_research_evidence_packet_v0": {
         "hypothesis_id": "h1", "status": "scored",
-        "results": [{"split": "dev", "metric": "acc", "seed": 0, "value": 0.7}],
+        "results": [{"split": "dev", "metric": "acc", "seed": 0, "value": 0.30},
+                    {"split": "dev", "metric": "acc", "seed": 1, "value": 0.31}],
         "base_commit": "a" * 40, "evaluated_commit": "b" * 40,
         "artifacts": [{"path": "out/model.pkl", "sha256": "c" * 64, "bytes": 10}],
     },
@@ -57,12 +60,16 @@ VALID: dict[str, dict[str, Any]] = {
                                "reason": "contract written"},
     "finding_v0": {"finding_id": "f1", "kind": "computed_result", "statement": "acc is 0.7",
                    "evidence": [{"kind": "record", "ref": "rec_1"}]},
+    # Judgements and decisions are bound to the state they judge: the test fills in what the
+    # contract's rule computes (values, verdict) and the revision and records they rest on.
     "research_decision_v0": {"decision_id": "d1", "hypothesis_id": "h1", "outcome": "retired",
                              "reason": "contradicted", "revision": 3},
+    "novelty_audit_v0": {"hypothesis_id": "h1", "verdict": "not_novel", "note": "seen before"},
     "usage_v0": {"cpu_hours": 0.5, "experiments": 1},
 }
 # Agent kinds in an order that satisfies their dependencies.
-AGENT_ORDER = ["research_contract_v0"]
+AGENT_ORDER = ["research_contract_v0", "research_hypothesis_v0", "auto_research_evidence_packet_v0",
+               "research_evidence_event_v0"]
 OWNER_VALID: dict[str, dict[str, Any]] = {
     "lane_profile_v0": {"role": "scribe", "capability_token": "scribe", "actions": ["take_notes"],
                         "write_scope": {"rollout_event_v0": ["record"]}},
@@ -124,7 +131,7 @@ def fresh_ledger() -> Lanes:
         "rollout_event_v0": executor.creds,
         **dict.fromkeys(("action_proposal_v0", "action_result_v0", "campaign_transition_v0",
                          "finding_v0"), "curator"),
-        "research_decision_v0": "evaluator",
+        **dict.fromkeys(("research_decision_v0", "novelty_audit_v0"), "evaluator"),
         "usage_v0": executor.creds,
         **dict.fromkeys(OWNER_KINDS, owner),
     }
@@ -164,11 +171,24 @@ def head(lanes: Lanes) -> int:
     return lanes.ledger.store.head().seq
 
 
+def bound(lanes: Lanes, kind: str) -> dict[str, Any]:
+    """VALID[kind], with what a judgement or decision must take from the state filled in."""
+    view = lanes.ledger.state()["lanes"]
+    if kind == "research_evidence_event_v0":
+        return judgement_payload(view, "h1", "dev")
+    if kind == "research_decision_v0":
+        current = row(view, "h1")
+        assert current.retirement is not None, current
+        return {**VALID[kind], "revision": current.revision,
+                "evidence_ids": current.retirement["rests_on"]}
+    return VALID[kind]
+
+
 def test_every_agent_kind_has_a_valid_example() -> None:
     assert sorted(VALID) == AGENT_KINDS
     lanes = fresh_ledger()
     for kind in AGENT_ORDER + [k for k in AGENT_KINDS if k not in AGENT_ORDER]:
-        [record] = append(lanes, {"payload": VALID[kind]}, kind)
+        [record] = append(lanes, {"payload": bound(lanes, kind)}, kind)
         assert record["schema_version"] == kind
         assert record["visibility"] == KINDS[kind].visibility
         assert record["agent_id"] == lanes.writers[kind].agent_id

@@ -32,6 +32,8 @@ COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(("agent", "todo", "quota", "status", "lanes"), "lanes"),
     **dict.fromkeys(("contract", "propose", "approve", "reject", "can-execute", "action",
                      "approvals", "usage", "finding", "campaign"), "governance"),
+    **dict.fromkeys(("hypothesis", "evidence", "novelty", "gate", "decide", "graph", "frontier",
+                     "candidates"), "research"),
 }
 
 
@@ -180,6 +182,30 @@ def json_arg(text: str | None, path: Path | None, what: str) -> Any:
         return loads_strict(text)
     except JSONInputError as exc:
         raise UsageProblem(f"{what} is not valid JSON: {exc}") from None
+
+
+def json_object(text: str | None, path: Path | None, option: str) -> dict[str, Any]:
+    """A JSON object given inline or in a file (``{}`` when neither is given)."""
+    value = json_arg(text, path, option)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise UsageProblem(f"{option} must be a JSON object")
+    return value
+
+
+def key_values(values: tuple[str, ...], option: str) -> dict[str, Any]:
+    """``KEY=VALUE`` options into a dict; values are JSON when they parse, else strings."""
+    from loopx.contracts import parse_setting
+
+    out = {}
+    for text in values:
+        try:
+            key, value = parse_setting(text)
+        except UsageProblem:
+            raise UsageProblem(f"{option} {text!r}: expected KEY=VALUE") from None
+        out[key] = value
+    return out
 
 
 def parse_under(value: str | None) -> tuple[str | None, int | None]:

@@ -13,8 +13,9 @@ from loopx.cli.app import (
     cli,
     credentials,
     emit,
-    json_arg,
+    json_object,
     json_option,
+    key_values,
     optional_agent_option,
     parse_under,
     run_tool,
@@ -26,37 +27,14 @@ from loopx.resources import RESOURCES
 NOT_PERMITTED = 9  # `loopx can-execute`: the proposal may not execute (not an error)
 
 
-def _pairs(values: tuple[str, ...], option: str) -> dict[str, Any]:
-    """``KEY=VALUE`` options into a dict; values are JSON when they parse, else strings."""
-    from loopx.contracts import parse_setting
-
-    out = {}
-    for text in values:
-        try:
-            key, value = parse_setting(text)
-        except UsageProblem:
-            raise UsageProblem(f"{option} {text!r}: expected KEY=VALUE") from None
-        out[key] = value
-    return out
-
-
 def costs(values: tuple[str, ...], option: str) -> dict[str, Any]:
     """``RESOURCE=N`` options into an estimated cost (resources as in the contract's budget)."""
-    out = _pairs(values, option)
+    out = key_values(values, option)
     unknown = sorted(set(out) - set(RESOURCES))
     if unknown:
         raise UsageProblem(f"{option}: unknown resource(s) {', '.join(unknown)}; resources: "
                            f"{', '.join(RESOURCES)}")
     return out
-
-
-def _object(text: str | None, path: Path | None, option: str) -> dict[str, Any]:
-    value = json_arg(text, path, option)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise UsageProblem(f"{option} must be a JSON object")
-    return value
 
 
 # -- contract --------------------------------------------------------------------------------
@@ -116,7 +94,7 @@ def contract_init(ctx: click.Context, source: Path | None, prompt: str | None, n
     from loopx.tools.governance import ContractInit
 
     if source is not None:
-        payload = _object(None, source, "--file")
+        payload = json_object(None, source, "--file")
     else:
         missing = [o for o, v in (("--prompt", prompt), ("--metric", metric),
                                   ("--direction", direction), ("--baseline", baseline),
@@ -141,7 +119,7 @@ def contract_init(ctx: click.Context, source: Path | None, prompt: str | None, n
             "mode": mode, "allowed_tools": list(allowed), "denied_tools": list(denied),
             "budget": {f"max_{k}": v for k, v in costs(budget, "--budget").items()},
         }
-    payload = apply_settings(payload, list(_pairs(settings, "--set").items()))
+    payload = apply_settings(payload, list(key_values(settings, "--set").items()))
     if dry_run:
         _dry_run(ctx, payload, as_json)
         return
@@ -235,9 +213,9 @@ def contract_amend(ctx: click.Context, reason: str, settings: tuple[str, ...],
 
     if bool(settings) == (source is not None):
         raise UsageProblem("give --set PATH=VALUE (repeatable) or --file, one of them")
-    replacement = _object(None, source, "--file") if source is not None else None
+    replacement = json_object(None, source, "--file") if source is not None else None
     out = run_tool(ctx, "contract.amend",
-                   ContractAmend(reason, _pairs(settings, "--set"), replacement),
+                   ContractAmend(reason, key_values(settings, "--set"), replacement),
                    credentials(agent_id, token_file))
     emit(as_json, out, f"contract version {out['version']} written at seq {out['seq']}; "
                        f"changed {', '.join(out['changed'])}")
@@ -278,7 +256,7 @@ def propose(ctx: click.Context, name: str, tool: str, risk: str | None, reason: 
     from loopx.tools.governance import Propose
 
     out = run_tool(ctx, "action.propose",
-                   Propose(name, tool, reason, risk, _object(arguments, args_file, "--args"),
+                   Propose(name, tool, reason, risk, json_object(arguments, args_file, "--args"),
                            costs(cost, "--cost"), proposal_id),
                    credentials(agent_id, token_file))
     emit(as_json, out, _proposal_text(out))
@@ -372,7 +350,7 @@ def action_record(ctx: click.Context, proposal_id: str, success: bool, result: s
     from loopx.tools.governance import RecordResult
 
     out = run_tool(ctx, "action.record",
-                   RecordResult(proposal_id, success, _object(result, result_file, "--result"),
+                   RecordResult(proposal_id, success, json_object(result, result_file, "--result"),
                                 error, costs(usage, "--usage")),
                    credentials(agent_id, token_file))
     emit(as_json, out, f"{'success' if success else 'failure'} of {proposal_id} recorded at "

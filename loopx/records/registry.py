@@ -24,6 +24,7 @@ from loopx.records.governance import (
 )
 from loopx.records.hypothesis import ResearchHypothesisV0
 from loopx.records.lanes import AgentGrantV0, AgentRevocationV0, LaneProfileV0
+from loopx.records.research import GateResultV0, NoveltyAuditV0, ResearchRefusalV0
 from loopx.records.rollout import RolloutEventV0
 from loopx.records.system import StoreRepairV0, WorkspaceV0
 from loopx.records.todo import AutoResearchLaneClaimV1, TodoEventV0, TodoItemV0
@@ -39,7 +40,9 @@ class KindSpec:
     model: type[Model]
     visibility: Literal["public", "private"]
     provenance: Literal["observed", "computed", "self_reported", "claimed"]
-    written_by: Literal["agents", "owner", "init", "store"]
+    # agents/owner: appended through the checked path; loopx: built by a loopx tool or the write
+    # path itself (never appended by hand); init/store: the genesis and repair records.
+    written_by: Literal["agents", "owner", "loopx", "init", "store"]
     summary: str
     # Governance kinds carry free text and tool arguments: secret-shaped values are refused.
     secrets_checked: bool = False
@@ -91,6 +94,12 @@ _SPECS = (
     KindSpec("campaign_transition_v0", CampaignTransitionV0, "public", "computed", "agents",
              "a move of the campaign state machine, with its stop reasons",
              secrets_checked=True),
+    KindSpec("novelty_audit_v0", NoveltyAuditV0, "public", "self_reported", "agents",
+             "an independent audit of a hypothesis' novelty claim", secrets_checked=True),
+    KindSpec("gate_result_v0", GateResultV0, "public", "computed", "loopx",
+             "a gate check verified outside the log (the protected boundary, from git)"),
+    KindSpec("research_refusal_v0", ResearchRefusalV0, "public", "computed", "loopx",
+             "a request a research rule refused, recorded for the audit trail"),
 )
 
 # A writer may lower a record's provenance below its kind's default, never raise it.
@@ -225,16 +234,17 @@ def prepare(doc: Any, author: Author, *, kind: str | None = None, where: str = "
     }
 
 
-def prepare_batch(docs: Any, author: Author, *, kind: str | None = None) -> list[dict[str, Any]]:
+def prepare_batch(docs: Any, author: Author, *, kind: str | None = None,
+                  allow: frozenset[str] = frozenset({"agents", "owner"})) -> list[dict[str, Any]]:
     """Check a batch (a list of drafts, or one draft); refuse the whole batch on any problem."""
     if isinstance(docs, dict):
-        return [prepare(docs, author, kind=kind)]
+        return [prepare(docs, author, kind=kind, allow=allow)]
     if not isinstance(docs, list) or not docs:
         raise RecordRejected([FieldProblem("batch", "expected a JSON object or a non-empty array")])
     out, problems = [], []
     for i, doc in enumerate(docs):
         try:
-            out.append(prepare(doc, author, kind=kind, where=f"[{i}]"))
+            out.append(prepare(doc, author, kind=kind, where=f"[{i}]", allow=allow))
         except RecordRejected as exc:
             problems.extend(exc.problems)
     if problems:

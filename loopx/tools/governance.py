@@ -45,7 +45,20 @@ def contract_show(ctx: ToolContext, p: ContractShow) -> dict[str, Any]:
                 "changed": (v["amendment"] or {}).get("changed", []),
                 "reason": (v["amendment"] or {}).get("reason")}
                for v in view["campaign"]["versions"]]
-    return {"contract": shown, "in_force": history[-1]["version"], "versions": history}
+    return {"contract": withhold_heldout(shown), "in_force": history[-1]["version"],
+            "versions": history}
+
+
+WITHHELD = "(withheld: given only in a held-out todo's claim packet)"
+
+
+def withhold_heldout(contract: dict[str, Any]) -> dict[str, Any]:
+    """The contract as shown: the held-out location replaced by a note."""
+    heldout = contract["evaluation"]["heldout"]
+    if heldout.get("location") is None:
+        return contract
+    evaluation = {**contract["evaluation"], "heldout": {**heldout, "location": WITHHELD}}
+    return {**contract, "evaluation": evaluation}
 
 
 @dataclass(frozen=True)

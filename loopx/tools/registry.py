@@ -78,6 +78,8 @@ TOOL_MODULES: dict[str, str] = {
     **dict.fromkeys(("agent", "todo", "quota", "status", "lanes"), "lanes"),
     **dict.fromkeys(("contract", "action", "approvals", "usage", "finding", "campaign"),
                     "governance"),
+    **dict.fromkeys(("hypothesis", "evidence", "novelty", "gate", "decision", "graph",
+                     "frontier", "candidates"), "research"),
 }
 
 

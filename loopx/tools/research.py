@@ -1,0 +1,164 @@
+"""Research tools: hypotheses, evidence packets and judgements, novelty audits, the protected
+boundary gate, decisions, and the projections (graph, frontier, candidates)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from loopx.tools.registry import ToolContext, tool
+
+
+def _view(ctx: ToolContext) -> dict[str, Any]:
+    return ctx.ledger.state()["lanes"]
+
+
+def _under(todo_id: str | None, epoch: int | None) -> tuple[str, int]:
+    from loopx.errors import UsageProblem
+
+    if todo_id is None or epoch is None:
+        raise UsageProblem("this record is written under a held todo: give its id and epoch")
+    return todo_id, epoch
+
+
+@dataclass(frozen=True)
+class HypothesisPropose:
+    hypothesis: dict[str, Any]
+    under_todo_id: str | None = None
+    under_epoch: int | None = None
+    todos: list[dict[str, Any]] = field(default_factory=list)
+
+
+@tool("hypothesis.propose", risk="write", params=HypothesisPropose, writes=True)
+def hypothesis_propose(ctx: ToolContext, p: HypothesisPropose) -> dict[str, Any]:
+    """Propose a hypothesis under a held todo, with the todos that will work on it."""
+    from loopx.research import propose_hypothesis
+
+    return propose_hypothesis(ctx.ledger, ctx.credentials(), p.hypothesis,
+                              under=_under(p.under_todo_id, p.under_epoch), todos=p.todos)
+
+
+@dataclass(frozen=True)
+class AppendPacket:
+    packet: dict[str, Any]
+    under_todo_id: str | None = None
+    under_epoch: int | None = None
+
+
+@tool("evidence.append_packet", risk="write", params=AppendPacket, writes=True)
+def evidence_append_packet(ctx: ToolContext, p: AppendPacket) -> dict[str, Any]:
+    """Record one attempt's evidence packet (scored or failed) under the held todo."""
+    from loopx.research import append_packet
+
+    return append_packet(ctx.ledger, ctx.credentials(), p.packet,
+                         under=_under(p.under_todo_id, p.under_epoch))
+
+
+@dataclass(frozen=True)
+class Judge:
+    hypothesis_id: str
+    split: str
+    packet_ids: list[str] | None = None
+
+
+@tool("evidence.judge", risk="write", params=Judge, writes=True)
+def evidence_judge(ctx: ToolContext, p: Judge) -> dict[str, Any]:
+    """Judge a hypothesis' scored packets on one split under the contract's rule; record it."""
+    from loopx.research import judge
+
+    return judge(ctx.ledger, ctx.credentials(), p.hypothesis_id, p.split,
+                 packet_ids=p.packet_ids)
+
+
+@dataclass(frozen=True)
+class Audit:
+    hypothesis_id: str
+    verdict: str
+    refs: list[dict[str, Any]] = field(default_factory=list)
+    note: str | None = None
+
+
+@tool("novelty.audit", risk="write", params=Audit, writes=True)
+def novelty_audit(ctx: ToolContext, p: Audit) -> dict[str, Any]:
+    """Record an independent novelty audit (never of a hypothesis the auditor proposed)."""
+    from loopx.research import audit_novelty
+
+    return audit_novelty(ctx.ledger, ctx.credentials(), p.hypothesis_id, p.verdict,
+                         refs=p.refs, note=p.note)
+
+
+@dataclass(frozen=True)
+class GateCheck:
+    hypothesis_id: str
+
+
+@tool("gate.check", risk="write", params=GateCheck, writes=True)
+def gate_check(ctx: ToolContext, p: GateCheck) -> dict[str, Any]:
+    """Verify the protected boundary from git for the evidence a hypothesis rests on; record it."""
+    from loopx.protected import repo_root
+    from loopx.research import check_gate
+
+    return check_gate(ctx.ledger, ctx.credentials(), p.hypothesis_id,
+                      repo=repo_root(ctx.workspace.root))
+
+
+@dataclass(frozen=True)
+class Decide:
+    hypothesis_id: str
+    outcome: str
+    reason: str | None = None
+    note: str | None = None
+    decision_id: str | None = None
+
+
+@tool("decision.decide", risk="write", params=Decide, writes=True)
+def decision_decide(ctx: ToolContext, p: Decide) -> dict[str, Any]:
+    """Promote or retire a hypothesis on its candidate, bound to its revision (evaluator)."""
+    from loopx.decisions import decide
+
+    return decide(ctx.ledger, ctx.credentials(), p.hypothesis_id, p.outcome, reason=p.reason,
+                  note=p.note, decision_id=p.decision_id)
+
+
+@dataclass(frozen=True)
+class NoParams:
+    pass
+
+
+@tool("graph.export", risk="read", params=NoParams, writes=False)
+def graph_export(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
+    """The research_evidence_graph_v0: typed nodes and edges, in a fixed order."""
+    from loopx.graph import graph_json
+
+    state = ctx.ledger.state()
+    return graph_json(state["lanes"], state.seq)
+
+
+@dataclass(frozen=True)
+class Frontier:
+    agent_id: str | None = None
+
+
+@tool("frontier.show", risk="read", params=Frontier, writes=False)
+def frontier_show(ctx: ToolContext, p: Frontier) -> dict[str, Any]:
+    """decentralized_research_frontier_v0: each hypothesis' state, next action and its role."""
+    from loopx.projections import frontier
+    from loopx.should_run import agent_entry
+
+    state = ctx.ledger.state()
+    view = state["lanes"]
+    role = None
+    if p.agent_id is not None:
+        role = "owner" if p.agent_id == "owner" else agent_entry(view, p.agent_id)["role"]
+    rows = frontier(view, role=role, agent_id=p.agent_id)
+    return {"schema_version": "decentralized_research_frontier_v0", "head_seq": state.seq,
+            "agent_id": p.agent_id, "role": role, "hypotheses": [r.to_json() for r in rows]}
+
+
+@tool("candidates.list", risk="read", params=NoParams, writes=False)
+def candidates_list(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
+    """Promotion, retirement and retry candidates, each with the records it rests on."""
+    from loopx.projections import candidates
+
+    state = ctx.ledger.state()
+    return {"head_seq": state.seq, **candidates(state["lanes"])}

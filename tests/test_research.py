@@ -1,0 +1,546 @@
+"""Projections and gates through the checked write path: each gate passes and fails for the right
+reason, candidates rest on their records, decisions bind to revisions, and research-rule
+refusals are clear, change nothing they refuse, and are recorded."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lanes_support import campaign
+
+from loopx.actions import decide_approval, pending_approvals
+from loopx.canonical import dumps
+from loopx.claims import should_run
+from loopx.decisions import decide
+from loopx.errors import Forbidden, LoopxError, Refused, ResearchRefused
+from loopx.evidence import judgement_payload
+from loopx.graph import graph_json
+from loopx.projections import candidates, frontier, row
+from loopx.research import append_packet, audit_novelty, check_gate, judge, propose_hypothesis
+from loopx.testing.research import CONTRACT, ResearchLoop
+from loopx.todos import add_todos
+from loopx.verify import verify_store
+
+GOOD = [0.95, 0.96, 0.97]
+HELDOUT = [0.93, 0.94, 0.95]
+WORSE = [0.80, 0.81, 0.82]
+
+
+def loop(**policy: Any) -> ResearchLoop:
+    c = campaign()
+    r = ResearchLoop(c.ledger, c.owner)
+    r.contract({**CONTRACT, "promotion_policy": {**CONTRACT["promotion_policy"], **policy}})
+    return r
+
+
+def view(r: ResearchLoop) -> dict[str, Any]:
+    return r.ledger.state()["lanes"]
+
+
+def head(r: ResearchLoop) -> int:
+    return r.ledger.store.head().seq
+
+
+def refusals(r: ResearchLoop) -> list[dict[str, Any]]:
+    return [rec for rec, _ in r.ledger.store.read()
+            if rec["schema_version"] == "research_refusal_v0"]
+
+
+def refused_and_recorded(r: ResearchLoop, fn: Any, rule: str, match: str) -> dict[str, Any]:
+    """``fn`` raises ResearchRefused(rule); exactly one refusal record was written, nothing else."""
+    before = head(r)
+    with pytest.raises(ResearchRefused, match=match) as caught:
+        fn()
+    assert caught.value.rule == rule
+    assert head(r) == before + 1 and caught.value.recorded_seq == before + 1
+    record = refusals(r)[-1]
+    assert record["seq"] == before + 1 and record["payload"]["rule"] == rule
+    return record
+
+
+def unchanged(r: ResearchLoop, fn: Any, error: type[Exception], match: str) -> None:
+    before = head(r)
+    with pytest.raises(error, match=match):
+        fn()
+    assert head(r) == before
+
+
+# -- the held-out gate and honest promotion ------------------------------------------------------
+
+def test_dev_only_lift_is_refused_and_the_refusal_recorded() -> None:
+    r = loop()
+    r.supported("h1", GOOD, None)
+    current = row(view(r), "h1")
+    assert (current.state, current.gates["heldout"].status) == ("supported", "pending")
+    assert current.promotion is None and candidates(view(r))["promotion"] == []
+    record = refused_and_recorded(r, lambda: decide(r.ledger, r.agents["ev"], "h1", "promoted"),
+                                  "dev_only_lift", "dev-only lift is never a promotion")
+    assert record["payload"]["requested_kind"] == "research_decision_v0"
+    assert record["payload"]["requested_action"] == "promote"
+    assert record["agent_id"] == "ev" and record["payload"]["hypothesis_id"] == "h1"
+    assert view(r)["hypothesis_decisions"] == {}
+    assert verify_store(r.ledger.store).ok
+
+
+def test_heldout_gate_passes_and_fails_for_the_right_reason() -> None:
+    r = loop()
+    r.supported("good", GOOD, HELDOUT)
+    r.supported("flat", GOOD, [0.89, 0.90, 0.91], mechanism="depth")
+    r.supported("worse", GOOD, WORSE, mechanism="lr")
+    gates = {h: row(view(r), h).gates["heldout"] for h in ("good", "flat", "worse")}
+    assert gates["good"].status == "passed"
+    assert (gates["flat"].status, gates["flat"].reasons) == (
+        "failed", ["held-out verdict inconclusive"])
+    assert (gates["worse"].status, gates["worse"].reasons) == (
+        "failed", ["held-out verdict contradicts"])
+    assert [c["hypothesis_id"] for c in candidates(view(r))["promotion"]] == ["good"]
+    retire = {c["hypothesis_id"]: c["reasons"] for c in candidates(view(r))["retirement"]}
+    assert retire == {"worse": ["contradicted"]}
+    out = decide(r.ledger, r.agents["ev"], "good", "promoted")
+    promotion = row(view(r), "good")
+    assert promotion.state == "promoted"
+    # The decision cites exactly what the candidate rested on: hypothesis, packets, judgements.
+    entry = view(r)["hypotheses"]["good"]
+    events = {e["event_id"] for e in entry["events"]}
+    assert set(out["evidence_ids"]) == {entry["record_id"], *entry["packets"], *events}
+
+
+def test_even_a_contract_without_the_heldout_gate_never_promotes_dev_only_lift() -> None:
+    r = loop(required_gates=[], require_heldout=False)
+    r.supported("h1", GOOD, None)
+    assert row(view(r), "h1").gates["heldout"].required is True
+    assert row(view(r), "h1").promotion is None
+
+
+def test_judgements_are_what_the_rule_computes_from_their_packets() -> None:
+    r = loop()
+    r.propose("h1")
+    r.run("h1", "dev", WORSE)
+    forged = {**judgement_payload(view(r), "h1", "dev"), "verdict": "supports"}
+    unchanged(r, lambda: r.ledger.append({"payload": forged}, creds=r.agents["ev"],
+                                         kind="research_evidence_event_v0"),
+              Refused, "not what the contract's rule gives .* expected verdict contradicts")
+    r.run("h1", "dev", None, status="failed")  # a failed attempt adds no values
+    assert judge(r.ledger, r.agents["ev"], "h1", "dev")["verdict"] == "contradicts"
+
+
+def test_a_missing_seed_needs_a_retry_not_a_verdict() -> None:
+    r = loop()
+    r.propose("h1")
+    r.run("h1", "dev", [0.99, 0.99])  # seeds 0 and 1 only
+    out = judge(r.ledger, r.agents["ev"], "h1", "dev")
+    assert (out["verdict"], out["seeds"], out["notes"]) == (
+        "needs_retry", [0, 1], "no acc value for seed(s) 2")
+
+
+def test_claimed_evidence_never_counts() -> None:
+    r = loop()
+    r.propose("h1")
+    todo = "claimed-dev"
+    add_todos(r.ledger, r.agents["ev"], [{"todo_id": todo, "title": "t", "role":
+                                          "research_executor", "action_kind": "run_dev_eval",
+                                          "assigned_to": "ex", "hypothesis_id": "h1"}])
+    got = should_run(r.ledger, "ex", claim=True, creds=r.agents["ex"])
+    under = (got["todo"]["todo_id"], got["todo"]["epoch"])
+    claimed = r.ledger.append({"todo_id": under[0], "epoch": under[1], "provenance": "claimed",
+                               "payload": {"hypothesis_id": "h1", "status": "scored",
+                                           "results": [{"split": "dev", "metric": "acc",
+                                                        "seed": s, "value": 0.99}
+                                                       for s in (0, 1, 2)]}},
+                              creds=r.agents["ex"], kind="auto_research_evidence_packet_v0")
+    packet_id = claimed[0]["record_id"]
+    unchanged(r, lambda: judge(r.ledger, r.agents["ev"], "h1", "dev", packet_ids=[packet_id]),
+              Refused, "claimed provenance; claimed evidence never counts")
+    unchanged(r, lambda: judge(r.ledger, r.agents["ev"], "h1", "dev"), Refused,
+              "no scored packet with dev results")
+
+
+def test_heldout_results_come_only_from_a_heldout_todo() -> None:
+    r = loop()
+    r.propose("h1")
+    add_todos(r.ledger, r.agents["ev"], [{"todo_id": "d", "title": "t", "role":
+                                          "research_executor", "action_kind": "run_dev_eval",
+                                          "assigned_to": "ex", "hypothesis_id": "h1"}])
+    got = should_run(r.ledger, "ex", claim=True, creds=r.agents["ex"])
+    assert got["claim"]["data"] == {"split": "dev", "name": "dev", "location": None}
+    packet = {"hypothesis_id": "h1", "status": "scored",
+              "results": [{"split": "heldout", "metric": "acc", "seed": 0, "value": 0.9}]}
+    unchanged(r, lambda: append_packet(r.ledger, r.agents["ex"], packet, under=("d", 1)),
+              Refused, "held-out results come only from a held-out todo")
+
+
+# -- the held-out read budget --------------------------------------------------------------------
+
+def test_a_second_heldout_read_is_refused_and_recorded() -> None:
+    r = loop()
+    r.supported("h1", GOOD, HELDOUT)
+    assert view(r)["hypotheses"]["h1"]["heldout_reads"] == 1
+    add_todos(r.ledger, r.agents["ev"], [{"todo_id": "again", "title": "peek again",
+                                          "role": "research_executor",
+                                          "action_kind": "run_holdout_eval",
+                                          "hypothesis_id": "h1"}])
+    # should-run does not hand it out...
+    answer = should_run(r.ledger, "ex")
+    assert (answer["reason"], answer["detail"]) == (
+        "no_eligible_todo", {"heldout_budget_spent": ["again"]})
+    # ...and a claim of it, through the write path, is refused and the refusal kept.
+    claim = {"todo_id": "again", "epoch": 1, "payload": {
+        "hypothesis_id": "h1", "capability_token": "research_executor",
+        "lease_ttl_seconds": 900.0, "via": "explicit"}}
+    record = refused_and_recorded(
+        r, lambda: r.ledger.append(claim, creds=r.agents["ex"],
+                                   kind="auto_research_lane_claim_v1"),
+        "heldout_budget", "used its held-out read budget .1 of 1.")
+    assert record["payload"]["todo_id"] == "again"
+    assert record["payload"]["detail"] == {"reads": 1, "budget": 1}
+    assert view(r)["todos"]["again"]["status"] == "open"
+
+
+def test_the_heldout_location_is_only_in_a_heldout_claim_packet() -> None:
+    r = loop()
+    r.supported("h1", GOOD, None)
+    add_todos(r.ledger, r.agents["ev"], [{"todo_id": "ho", "title": "held-out",
+                                          "role": "research_executor",
+                                          "action_kind": "run_holdout_eval", "assigned_to": "ex",
+                                          "hypothesis_id": "h1"}])
+    asked = should_run(r.ledger, "ex")  # no claim, no token: no location
+    assert asked["claim"]["data"] == {"split": "heldout", "name": "heldout", "location": None}
+    got = should_run(r.ledger, "ex", claim=True, creds=r.agents["ex"])
+    assert got["claim"]["data"] == {"split": "heldout", "name": "heldout",
+                                    "location": "/data/heldout"}
+    from loopx.contracts import contract_version
+    from loopx.tools.governance import WITHHELD, withhold_heldout
+
+    shown = withhold_heldout(contract_version(view(r)))
+    assert shown["evaluation"]["heldout"]["location"] == WITHHELD
+
+
+# -- duplicates, retirement, retry ---------------------------------------------------------------
+
+def test_a_duplicate_of_a_retired_hypothesis_is_refused_citing_it() -> None:
+    r = loop()
+    r.supported("h1", WORSE, None, parameters={"width": 64})
+    decide(r.ledger, r.agents["ev"], "h1", "retired", reason="contradicted")
+    earlier = view(r)["hypotheses"]["h1"]["record_id"]
+    # Case and whitespace do not make a new idea; the same parameters in another order neither.
+    under = r.proposer_todo("h2")
+    again = {"hypothesis_id": "h2", "title": "t", "statement": "  WIDTH   change h1 lifts "
+             "accuracy ", "mechanism_family": "Width", "parameters": {"width": 64},
+             "no_grounding_reason": "r"}
+    record = refused_and_recorded(
+        r, lambda: propose_hypothesis(r.ledger, r.agents["prop"], again, under=under),
+        "duplicate", f"duplicates 'h1' .retired; record {earlier}.")
+    assert record["payload"]["cites"] == [earlier]
+    assert "h2" not in view(r)["hypotheses"]
+    # 64.0 is the parameter 64 written otherwise: still a duplicate.
+    refused_and_recorded(
+        r, lambda: propose_hypothesis(r.ledger, r.agents["prop"],
+                                      {**again, "parameters": {"width": 64.0}}, under=under),
+        "duplicate", "duplicates 'h1'")
+    # Other parameters are another idea, under the same held todo.
+    propose_hypothesis(r.ledger, r.agents["prop"],
+                       {**again, "hypothesis_id": "h3", "parameters": {"width": 128}}, under=under)
+
+
+def test_retry_then_retry_exhaustion() -> None:
+    r = loop(max_attempts=2)
+    r.propose("h1")
+    r.run("h1", "dev", None, status="failed")
+    current = row(view(r), "h1")
+    assert current.state == "needs_retry" and current.retry is not None
+    assert current.retry["attempts_left"] == 1
+    r.run("h1", "dev", None, status="timeout")
+    current = row(view(r), "h1")
+    assert current.retry is None
+    assert current.retirement is not None and current.retirement["reasons"] == ["retry_exhausted"]
+    decide(r.ledger, r.agents["ev"], "h1", "retired", reason="retry_exhausted")
+    assert row(view(r), "h1").state == "retired"
+
+
+def test_a_superseded_hypothesis_is_a_retirement_candidate() -> None:
+    r = loop()
+    r.propose("h1")
+    r.propose("h2", mechanism="depth", supersedes="h1")
+    assert row(view(r), "h1").retirement == {
+        "reasons": ["superseded"], "rests_on": [view(r)["hypotheses"]["h2"]["record_id"]]}
+    refused_and_recorded(r, lambda: decide(r.ledger, r.agents["ev"], "h1", "retired",
+                                           reason="contradicted"),
+                         "no_candidate", "not a retirement candidate for contradicted .it is "
+                                         "for: superseded.")
+
+
+# -- decisions -----------------------------------------------------------------------------------
+
+def test_a_decision_by_the_wrong_role_is_forbidden() -> None:
+    r = loop()
+    r.supported("h1", GOOD, HELDOUT)
+    for agent in ("ex", "prop", "cur"):
+        unchanged(r, lambda agent=agent: decide(r.ledger, r.agents[agent], "h1", "promoted"),
+                  Forbidden, "may not write research_decision_v0 with action 'promote'")
+
+
+def test_a_conflicting_decision_on_the_same_revision_is_refused() -> None:
+    r = loop()
+    r.supported("h1", GOOD, HELDOUT)
+    current = row(view(r), "h1")
+    assert current.promotion is not None
+    payload = {"hypothesis_id": "h1", "outcome": "promoted", "reason": "gates_passed",
+               "revision": current.revision, "evidence_ids": current.promotion["rests_on"]}
+    r.ledger.append({"payload": {**payload, "decision_id": "d1"}}, creds=r.agents["ev"],
+                    kind="research_decision_v0")
+    # A second evaluator decided on the same revision at the same time: it lost the race.
+    unchanged(r, lambda: r.ledger.append({"payload": {**payload, "decision_id": "d2",
+                                                      "supersedes": "d1"}},
+                                         creds=r.agents["ev"], kind="research_decision_v0"),
+              Refused, f"at revision {current.revision + 1}, not {current.revision}")
+
+
+def test_owner_gate_the_decision_waits_for_the_owner() -> None:
+    r = loop(require_owner_approval=True)
+    r.supported("h1", GOOD, HELDOUT)
+    out = decide(r.ledger, r.agents["ev"], "h1", "promoted")
+    waiting = row(view(r), "h1")
+    assert (waiting.state, waiting.next_action, waiting.next_role) == (
+        "at_promotion_gate", "approve", "owner")
+    assert [p["subject"] for p in pending_approvals(view(r))] == [
+        {"kind": "decision", "id": out["decision_id"]}]
+    assert [h.hypothesis_id for h in frontier(view(r), role="owner")] == ["h1"]
+    decide_approval(r.ledger, r.owner, out["decision_id"], approved=True, note="merge it")
+    assert row(view(r), "h1").state == "promoted"
+    assert row(view(r), "h1").gates["owner"].status == "passed"
+
+
+# -- novelty -------------------------------------------------------------------------------------
+
+def test_novelty_gate_needs_an_independent_audit() -> None:
+    r = loop()
+    r.supported("h1", GOOD, HELDOUT, claims_novelty=True)
+    current = row(view(r), "h1")
+    assert (current.gates["novelty"].status, current.next_action) == ("pending", "audit_novelty")
+    assert current.promotion is None
+    unchanged(r, lambda: audit_novelty(r.ledger, r.agents["prop"], "h1", "novel"),
+              Forbidden, "may not write novelty_audit_v0")
+    audit_novelty(r.ledger, r.agents["ev"], "h1", "not_novel", note="seen in 2019")
+    assert row(view(r), "h1").gates["novelty"].status == "failed"
+    audit_novelty(r.ledger, r.agents["ev"], "h1", "novel", note="on a closer reading, new")
+    assert row(view(r), "h1").gates["novelty"].status == "passed"
+    assert row(view(r), "h1").promotion is not None
+
+
+def test_an_evaluator_never_audits_a_hypothesis_it_proposed() -> None:
+    c = campaign()
+    r = ResearchLoop(c.ledger, c.owner)
+    r.contract()
+    # An evaluator-promoter that also wrote the hypothesis (the owner can grant both roles to
+    # one person's agents, but one agent id is one role): the proposer id here is "prop".
+    r.propose("h1", claims_novelty=True)
+    entry = view(r)["hypotheses"]["h1"]
+    assert entry["proposer"] == "prop"
+    rows = frontier(view(r), role="evaluator_promoter", agent_id="prop")
+    assert all(x.next_action != "audit_novelty" for x in rows)
+
+
+def test_first_screen_gate_stays_pending_until_previews_exist() -> None:
+    r = loop(required_gates=["heldout", "first_screen"])
+    r.supported("h1", GOOD, HELDOUT)
+    gate = row(view(r), "h1").gates["first_screen"]
+    assert (gate.required, gate.status) == (True, "pending")
+    assert row(view(r), "h1").promotion is None
+
+
+# -- the protected boundary, from git ------------------------------------------------------------
+
+def git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org",
+           "HOME": str(repo)}
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                          text=True, env=env).stdout.strip()
+
+
+def commit(repo: Path, path: str, text: str, message: str) -> str:
+    (repo / path).parent.mkdir(parents=True, exist_ok=True)
+    (repo / path).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    git(tmp_path, "init", "-q", "-b", "main")
+    commit(tmp_path, "eval/score.py", "def score(): ...\n", "evaluator")
+    return tmp_path
+
+
+def protected_loop() -> ResearchLoop:
+    c = campaign()
+    r = ResearchLoop(c.ledger, c.owner)
+    r.contract({**CONTRACT, "protected_scope": ["eval/"],
+                "promotion_policy": {"required_gates": ["protected_boundary", "heldout"]}})
+    return r
+
+
+def run_both(r: ResearchLoop, hid: str, dev: tuple[str, str], heldout: tuple[str, str]) -> None:
+    r.propose(hid)
+    r.run(hid, "dev", GOOD, commits=dev)
+    r.judge(hid, "dev")
+    r.run(hid, "heldout", HELDOUT, commits=heldout)
+    r.judge(hid, "heldout")
+
+
+def test_protected_boundary_passes_for_a_clean_change(repo: Path) -> None:
+    base = git(repo, "rev-parse", "HEAD")
+    evaluated = commit(repo, "model.py", "width = 128\n", "wider")
+    r = protected_loop()
+    run_both(r, "h1", (base, evaluated), (base, evaluated))
+    assert row(view(r), "h1").gates["protected_boundary"].status == "pending"
+    refused_and_recorded(r, lambda: decide(r.ledger, r.agents["ev"], "h1", "promoted"),
+                         "no_candidate", "gate protected_boundary pending: not checked")
+    out = check_gate(r.ledger, r.agents["ev"], "h1", repo=repo)
+    assert out["passed"] and len(out["packets"]) == 2
+    assert row(view(r), "h1").promotion is not None
+    decide(r.ledger, r.agents["ev"], "h1", "promoted")
+
+
+def test_a_protected_edit_blocks_promotion_even_when_the_packet_claims_clean(repo: Path) -> None:
+    base = git(repo, "rev-parse", "HEAD")
+    evaluated = commit(repo, "eval/score.py", "def score(): return 1.0\n", "make it easy")
+    r = protected_loop()
+    r.propose("h1")
+    r.run("h1", "dev", GOOD, commits=(base, evaluated))
+    # The executor says the scope is clean; the gate never reads that flag.
+    packet_id = view(r)["hypotheses"]["h1"]["packets"][0]
+    assert view(r)["packets"][packet_id]["hypothesis_id"] == "h1"
+    r.judge("h1", "dev")
+    r.run("h1", "heldout", HELDOUT, commits=(base, evaluated))
+    r.judge("h1", "heldout")
+    out = check_gate(r.ledger, r.agents["ev"], "h1", repo=repo)
+    assert not out["passed"]
+    assert [(v["path"], v["change"]) for v in out["violations"]] == [("eval/score.py",
+                                                                      "modified")]
+    current = row(view(r), "h1")
+    assert current.gates["protected_boundary"].status == "failed"
+    assert current.promotion is None and current.state == "contradicted"
+    assert current.retirement is not None and current.retirement["reasons"] == [
+        "guardrail_failed"]
+    refused_and_recorded(r, lambda: decide(r.ledger, r.agents["ev"], "h1", "promoted"),
+                         "no_candidate", "gate protected_boundary failed")
+    decide(r.ledger, r.agents["ev"], "h1", "retired", reason="guardrail_failed")
+
+
+def test_a_change_made_and_reverted_between_evaluations_is_caught(repo: Path) -> None:
+    base = git(repo, "rev-parse", "HEAD")
+    tampered = commit(repo, "eval/score.py", "def score(): return 1.0\n", "tamper")
+    reverted = commit(repo, "eval/score.py", "def score(): ...\n", "put it back")
+    assert git(repo, "diff", base, reverted) == ""  # the net diff is clean
+    r = protected_loop()
+    run_both(r, "h1", (base, tampered), (base, reverted))
+    out = check_gate(r.ledger, r.agents["ev"], "h1", repo=repo)
+    assert not out["passed"]
+    assert {v["commit"] for v in out["violations"]} == {tampered, reverted}
+
+
+def test_a_workspace_outside_git_fails_the_boundary_closed() -> None:
+    r = protected_loop()
+    run_both(r, "h1", ("a" * 40, "b" * 40), ("a" * 40, "b" * 40))
+    out = check_gate(r.ledger, r.agents["ev"], "h1", repo=None)
+    assert not out["passed"] and "not inside a git repository" in out["reasons"][0]
+    # Fail closed: promotion stays blocked, but nothing says the scope was touched, so this is
+    # no guardrail failure (no retirement candidate, no invalid iteration).
+    current = row(view(r), "h1")
+    gate = current.gates["protected_boundary"]
+    assert (gate.status, gate.reasons) == (
+        "pending", ["could not be verified: " + out["reasons"][0]])
+    assert current.promotion is None and current.retirement is None
+
+
+def test_gate_results_are_written_only_by_loopx_and_bound_to_the_revision(repo: Path) -> None:
+    r = protected_loop()
+    r.propose("h1")
+    forged = {"hypothesis_id": "h1", "gate": "protected_boundary", "passed": True,
+              "revision": view(r)["hypotheses"]["h1"]["revision"]}
+    from loopx.errors import RecordRejected
+
+    unchanged(r, lambda: r.ledger.append({"payload": forged}, creds=r.agents["ev"],
+                                         kind="gate_result_v0"),
+              RecordRejected, "written only by loopx")
+    stale = {**forged, "revision": forged["revision"] - 1}
+    unchanged(r, lambda: r.ledger.write(r.agents["ev"], lambda v, who, now: r.ledger.prepare(
+        {"payload": stale}, who, kind="gate_result_v0", by_loopx=True)),
+        Refused, "check it again")
+
+
+# -- projections ---------------------------------------------------------------------------------
+
+def test_frontier_states_and_who_acts_next() -> None:
+    r = loop()
+    r.propose("proposed")
+    r.propose("selected", mechanism="depth")
+    add_todos(r.ledger, r.agents["ev"], [{"todo_id": "sel", "title": "t",
+                                          "role": "research_executor",
+                                          "action_kind": "run_dev_eval",
+                                          "hypothesis_id": "selected"}])
+    r.supported("supported", GOOD, None, mechanism="lr")
+    r.supported("gate", GOOD, HELDOUT, mechanism="dropout")
+    r.propose("recorded", mechanism="batch")
+    r.run("recorded", "dev", GOOD)
+    states = {x.hypothesis_id: (x.state, x.next_action, x.next_role) for x in frontier(view(r))}
+    assert states == {
+        "proposed": ("proposed", "add_todo", "hypothesis_proposer"),
+        "selected": ("selected", "run_dev_eval", "research_executor"),
+        "supported": ("supported", "run_holdout_eval", "research_executor"),
+        "gate": ("at_promotion_gate", "decide", "evaluator_promoter"),
+        "recorded": ("evidence_recorded", "judge_evidence", "evaluator_promoter"),
+    }
+    mine = [x.hypothesis_id for x in frontier(view(r), role="evaluator_promoter", agent_id="ev")]
+    assert mine == ["gate", "recorded"]
+
+
+def test_projections_are_pure_and_the_graph_is_deterministic() -> None:
+    r = loop()
+    r.supported("h1", GOOD, HELDOUT)
+    decide(r.ledger, r.agents["ev"], "h1", "promoted")
+    r.supported("h2", WORSE, None, mechanism="depth")
+    state = view(r)
+    before = dumps(dict(state["hypotheses"]))
+    first = dumps(graph_json(state, head(r)))
+    assert dumps(graph_json(state, head(r))) == first
+    assert dumps(dict(state["hypotheses"])) == before
+    fresh = type(r.ledger)(r.ledger.store)  # a new fold of the same log
+    assert dumps(graph_json(fresh.state()["lanes"], head(r))) == first
+    graph = graph_json(state, head(r))
+    kinds = {e["type"] for e in graph["edges"]}
+    assert {"attempt_of", "judges", "judgement_of", "decides", "rests_on", "works_on",
+            "under_contract", "under"} <= kinds
+    assert [n["id"] for n in graph["nodes"]] == sorted(n["id"] for n in graph["nodes"])
+
+
+def test_every_refusal_kind_reads_back_through_verify() -> None:
+    r = loop()
+    r.supported("h1", GOOD, None)
+    with pytest.raises(LoopxError):
+        decide(r.ledger, r.agents["ev"], "h1", "promoted")
+    assert len(refusals(r)) == 1
+    assert verify_store(r.ledger.store).ok
+
+
+def test_evaluations_of_a_decided_hypothesis_are_not_handed_out() -> None:
+    r = loop()
+    r.supported("h1", WORSE, None)
+    decide(r.ledger, r.agents["ev"], "h1", "retired", reason="contradicted")
+    add_todos(r.ledger, r.agents["ev"], [{"todo_id": "late", "title": "late held-out",
+                                          "role": "research_executor",
+                                          "action_kind": "run_holdout_eval",
+                                          "hypothesis_id": "h1"}])
+    assert should_run(r.ledger, "ex")["reason"] == "no_eligible_todo"
+    claim = {"todo_id": "late", "epoch": 1, "payload": {
+        "hypothesis_id": "h1", "capability_token": "research_executor",
+        "lease_ttl_seconds": 900.0, "via": "explicit"}}
+    unchanged(r, lambda: r.ledger.append(claim, creds=r.agents["ex"],
+                                         kind="auto_research_lane_claim_v1"),
+              Refused, "evaluates 'h1', which is already decided")
