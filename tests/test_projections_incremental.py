@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from loopx.actions import decide_approval
@@ -94,6 +94,7 @@ def workspace() -> Iterator[tuple[Workspace, ResearchLoop]]:
 
 
 def checkpoint_path(ws: Workspace) -> Path:
+    """Where the workspace's ledgers keep their checkpoint."""
     return ws.dir / "checkpoints" / "state.json"
 
 
@@ -205,7 +206,10 @@ def differences(got: State, want: State) -> list[str]:
     return out
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# No explain phase: it reruns a failing example hundreds of times to say which parts matter,
+# minutes at this test's cost per example; the shrunk example is explanation enough.
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+          phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink])
 @given(first=st.lists(propose, min_size=1, max_size=3),
        rest=st.lists(operations, min_size=8, max_size=40))
 def test_incremental_projections_equal_a_full_rebuild(first: list[tuple[Any, ...]],
@@ -248,8 +252,8 @@ def test_incremental_projections_equal_a_full_rebuild(first: list[tuple[Any, ...
 
 
 def scenario(loop: ResearchLoop) -> None:
-    """A log with every kind of outcome: promoted, approved, contradicted and retired, a
-    duplicate, failed attempts, an audit and a held-out budget spent."""
+    """A log with many kinds of outcome: promoted after an audit and the owner's approval,
+    contradicted and retired, a duplicate, attempts that failed until none were left."""
     ev = loop.agents["ev"]
     loop.supported("zeta-0", [0.95, 0.96, 0.97], [0.93, 0.94, 0.95], claims_novelty=True)
     audit_novelty(loop.ledger, ev, "zeta-0", "novel")
@@ -278,6 +282,9 @@ def test_projections_are_pure_functions_of_the_log() -> None:
         assert dumps(first.parts) == before  # projecting changed nothing in the state
         assert projections(first) == once  # and projecting again reads the same
         assert projections(second) == once  # as does another fold of the same log
+        # Candidates read off frontier rows the caller already has are the same candidates.
+        assert dumps(candidates(first["lanes"], frontier(first["lanes"]))) == once["candidates"]
+        assert dumps(first.parts) == before
         out = once["candidates"].decode()
         # The scenario reaches the outcomes it is there for, so the bytes compared are not empty.
         for expected in ("beta-3", "kappa-4", "retry_exhausted", "duplicate"):

@@ -407,17 +407,23 @@ def test_protected_boundary_passes_for_a_clean_change(repo: Path) -> None:
     decide(r.ledger, r.agents["ev"], "h1", "promoted")
 
 
-def test_a_protected_edit_blocks_promotion_even_when_the_packet_claims_clean(repo: Path) -> None:
+def test_a_protected_edit_blocks_promotion_even_when_the_packet_claims_clean(
+        repo: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     base = git(repo, "rev-parse", "HEAD")
-    evaluated = commit(repo, "eval/score.py", "def score(): return 1.0\n", "make it easy")
+    # The executor works in its own worktree, on a branch per (todo, epoch).
+    tree = tmp_path_factory.mktemp("worktrees") / "h1-dev-1"
+    git(repo, "worktree", "add", "-q", "-b", "loopx/h1-dev/1", str(tree), base)
+    evaluated = commit(tree, "eval/score.py", "def score(): return 1.0\n", "make it easy")
+    assert git(repo, "rev-parse", "HEAD") == base  # main untouched; the branch holds it
     r = protected_loop()
     r.propose("h1")
-    r.run("h1", "dev", GOOD, commits=(base, evaluated))
     # The executor says the scope is clean; the gate never reads that flag.
-    packet_id = view(r)["hypotheses"]["h1"]["packets"][0]
-    assert view(r)["packets"][packet_id]["hypothesis_id"] == "h1"
+    r.run("h1", "dev", GOOD, commits=(base, evaluated), claims_clean=True)
     r.judge("h1", "dev")
-    r.run("h1", "heldout", HELDOUT, commits=(base, evaluated))
+    r.run("h1", "heldout", HELDOUT, commits=(base, evaluated), claims_clean=True)
+    claims = [rec["payload"]["protected_scope_clean"] for rec, _ in r.ledger.store.read()
+              if rec["schema_version"] == "auto_research_evidence_packet_v0"]
+    assert claims == [True, True]
     r.judge("h1", "heldout")
     out = check_gate(r.ledger, r.agents["ev"], "h1", repo=repo)
     assert not out["passed"]

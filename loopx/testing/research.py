@@ -78,7 +78,8 @@ class ResearchLoop:
         return out
 
     def run(self, hypothesis_id: str, split: str, values: list[float] | None, *,
-            status: str = "scored", commits: tuple[str, str] | None = None) -> str:
+            status: str = "scored", commits: tuple[str, str] | None = None,
+            claims_clean: bool | None = None) -> str:
         """The executor runs one attempt on ``split`` (a todo the evaluator adds for it) and
         records its packet: one value per contract seed, in order. Returns the packet id."""
         action = "run_holdout_eval" if split == "heldout" else "run_dev_eval"
@@ -96,6 +97,8 @@ class ResearchLoop:
             "branch": f"loopx/{todo_id}/{under[1]}"}
         if commits is not None:
             payload["base_commit"], payload["evaluated_commit"] = commits
+        if claims_clean is not None:
+            payload["protected_scope_clean"] = claims_clean  # self-reported; gates never read it
         packet = append_packet(self.ledger, self.agents["ex"], payload, under=under)
         complete(self.ledger, self.agents["ex"], *under, {"status": status})
         return str(packet["packet_id"])
