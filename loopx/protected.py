@@ -332,6 +332,24 @@ class _Inspector:
             problems.extend(trouble)
         return violations, problems, len(commits)
 
+    def compare(self, pinned: str, evaluated: str) -> tuple[list[Violation], list[str]]:
+        """Protected paths whose content differs between ``pinned`` and ``evaluated`` (net):
+        what a range check cannot see when a packet cites a base after a protected change."""
+        where = f"against the contract's protected_commit {pinned}"
+        run = _git(self.repo, "rev-parse", "--verify", "--quiet", f"{pinned}^{{commit}}")
+        if run.returncode != 0:
+            return [], [f"protected_commit {pinned} is not a commit in this repository"]
+        run = _git(self.repo, "diff-tree", "-r", "-z", "-M", "-C", "--no-commit-id", pinned,
+                   evaluated)
+        if run.returncode != 0:
+            return [], [_failed(run, f"diffing {evaluated} {where}")]
+        changes, malformed = _parse_raw(run.out)
+        problems = [f"{evaluated} {where}: {malformed}"] if malformed else []
+        violations: list[Violation] = []
+        for change in changes:
+            violations += self._judge(evaluated, where, change, problems)
+        return violations, problems
+
     def _commit(self, commit: str, parents: list[str]) -> tuple[list[Violation], list[str]]:
         if commit not in self._commits:
             self._commits[commit] = self._inspect(commit, parents)
@@ -516,8 +534,10 @@ def _summary(violations: list[Violation]) -> str:
 
 
 def check_boundary(repo: Path | None, packets: list[dict[str, Any]],
-                   protected: list[str]) -> BoundaryResult:
-    """Verify from git that no packet's range changed the protected scope; fail closed."""
+                   protected: list[str], pinned: str | None = None) -> BoundaryResult:
+    """Verify from git that no packet's range changed the protected scope and, with ``pinned``
+    (the contract's ``protected_commit``), that every evaluated commit's protected scope is
+    exactly the pinned one's; fail closed."""
     entries, reasons = _scope(protected)
     if repo is None:
         return BoundaryResult(False, reasons + [NOT_IN_GIT], [], [])
@@ -545,6 +565,11 @@ def check_boundary(repo: Path | None, packets: list[dict[str, Any]],
                            "its range cannot be checked")
             continue
         found, problems, count = inspector.check(base, evaluated)
+        if pinned is not None and count is not None:
+            differs, trouble = inspector.compare(pinned, str(evaluated))
+            seen = {(v.commit, v.path, v.change) for v in found}
+            found += [v for v in differs if (v.commit, v.path, v.change) not in seen]
+            problems += trouble
         reasons.extend(f"{label}: {problem}" for problem in problems)
         if count is not None:
             checked.append({"packet_id": packet_id, "base_commit": base,

@@ -111,12 +111,13 @@ def check_gate(ledger: Ledger, creds: Credentials, hypothesis_id: str, *,
     relied = relied_packets(entry) or list(entry["packets"])
     packets = [{"packet_id": p, "base_commit": view["packets"][p]["base_commit"],
                 "evaluated_commit": view["packets"][p]["evaluated_commit"]} for p in relied]
-    result = check_boundary(repo, packets, list(contract["protected_scope"])).to_json()
+    pinned = contract.get("protected_commit")
+    result = check_boundary(repo, packets, list(contract["protected_scope"]), pinned).to_json()
     payload = {"hypothesis_id": hypothesis_id, "gate": "protected_boundary",
                "passed": result["passed"], "revision": entry["revision"],
                "packets": [_checked(c) for c in result["checked"]] or
                           [{"packet_id": p["packet_id"]} for p in packets],
-               "protected_scope": list(contract["protected_scope"]),
+               "protected_scope": list(contract["protected_scope"]), "protected_commit": pinned,
                "violations": [{k: str(v[k])[:500] for k in ("commit", "path", "change", "detail")}
                               for v in result["violations"][:256]],
                "reasons": [r[:500] for r in result["reasons"][:64]]}

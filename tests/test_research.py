@@ -451,6 +451,29 @@ def test_a_change_made_and_reverted_between_evaluations_is_caught(repo: Path) ->
     assert {v["commit"] for v in out["violations"]} == {tampered, reverted}
 
 
+def test_a_pinned_protected_commit_catches_a_base_cited_after_the_tampering(
+        repo: Path) -> None:
+    pinned = git(repo, "rev-parse", "HEAD")
+    tampered = commit(repo, "eval/score.py", "def score(): return 1.0\n", "make it easy")
+    evaluated = commit(repo, "model.py", "width = 128\n", "wider")
+    # The packets cite the tampered commit as their base: the range itself is clean.
+    c = campaign()
+    r = ResearchLoop(c.ledger, c.owner)
+    r.contract({**CONTRACT, "protected_scope": ["eval/"], "protected_commit": pinned,
+                "promotion_policy": {"required_gates": ["protected_boundary", "heldout"]}})
+    run_both(r, "h1", (tampered, evaluated), (tampered, evaluated))
+    out = check_gate(r.ledger, r.agents["ev"], "h1", repo=repo)
+    assert not out["passed"]
+    [violation] = out["violations"]
+    assert (violation["path"], violation["change"], violation["commit"]) == (
+        "eval/score.py", "modified", evaluated)
+    assert "against the contract's protected_commit" in violation["detail"]
+    # Without the pin, the same packets pass: the range is all the gate can see.
+    unpinned = protected_loop()
+    run_both(unpinned, "h1", (tampered, evaluated), (tampered, evaluated))
+    assert check_gate(unpinned.ledger, unpinned.agents["ev"], "h1", repo=repo)["passed"]
+
+
 def test_a_workspace_outside_git_fails_the_boundary_closed() -> None:
     r = protected_loop()
     run_both(r, "h1", ("a" * 40, "b" * 40), ("a" * 40, "b" * 40))

@@ -8,6 +8,7 @@ from pydantic import Field, JsonValue, ValidationInfo, field_validator
 
 from loopx.records.types import (
     Direction,
+    GitCommit,
     Identifier,
     LongText,
     Model,
@@ -120,6 +121,9 @@ class ResearchContractV0(Model):
     metric: Metric
     editable_scope: list[ScopePath] = []
     protected_scope: list[ScopePath] = []
+    protected_commit: GitCommit | None = Field(
+        default=None, description="the commit whose protected scope every evaluated commit must "
+                                  "match exactly (closes a base cited after a protected change)")
     novelty_boundary: LongText | None = None
     evaluation: Evaluation
     promotion_policy: PromotionPolicy = PromotionPolicy()

@@ -49,6 +49,7 @@ class GateResultV0(Model):
     revision: Annotated[int, Field(ge=0)]
     packets: Annotated[list[CheckedPacket], Field(max_length=1024)] = []
     protected_scope: list[Annotated[str, Field(max_length=1024)]] = []
+    protected_commit: GitCommit | None = None
     violations: Annotated[list[GateViolation], Field(max_length=256)] = []
     reasons: Annotated[list[ShortText], Field(max_length=64)] = []
 
