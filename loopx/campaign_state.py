@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from loopx.resources import RESOURCES, sum_usage
-from loopx.stopping import initial_iterations, next_iteration
+from loopx.stopping import best_of, initial_iterations, next_iteration
 
 SLICES = ("campaign", "proposals", "decisions", "hypothesis_decisions", "findings", "heldout")
 TERMINAL = ("completed", "stopped", "failed")
@@ -96,6 +96,8 @@ def _approval(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -
     elif subject["kind"] == "decision":
         decision = view["decisions"][subject["id"]]
         view["decisions"][subject["id"]] = {**decision, "approval": verdict}
+        if decision["outcome"] == "promoted" and p["verdict"] == "rejected":
+            _standing_best(view)
 
 
 def _result(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
@@ -128,7 +130,9 @@ def _decision(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -
     decisions = view["decisions"]
     decisions[p["decision_id"]] = {**p, **_meta(record), "superseded_by": None, "approval": None}
     old = p.get("supersedes")
+    withdrawn = False
     if old is not None and old in decisions:
+        withdrawn = decisions[old]["outcome"] == "promoted"
         decisions[old] = {**decisions[old], "superseded_by": p["decision_id"]}
     view["hypothesis_decisions"][p["hypothesis_id"]] = p["decision_id"]
     heldout = view["heldout"].get(p["hypothesis_id"])
@@ -136,6 +140,23 @@ def _decision(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -
     campaign["iterations"] = next_iteration(
         campaign["iterations"], current_contract(view), p,
         heldout["mean"] if heldout else None, record["seq"])
+    if withdrawn:
+        _standing_best(view)
+
+
+def _standing_best(view: dict[str, Any]) -> None:
+    # A promotion the owner rejected, or a later decision withdrew, no longer counts: the best is
+    # that of the promotions still standing (the iteration counts already made stay as they are).
+    contract = current_contract(view)
+    standing = [(view["heldout"][d["hypothesis_id"]]["mean"], d["hypothesis_id"])
+                for d in view["decisions"].values()
+                if d["outcome"] == "promoted" and d["superseded_by"] is None
+                and (d["approval"] is None or d["approval"]["verdict"] == "approved")
+                and d["hypothesis_id"] in view["heldout"]]
+    best = best_of(standing, contract["metric"]["direction"] if contract else "maximize")
+    campaign = view["campaign"]
+    campaign["iterations"] = {**campaign["iterations"], "best": best[0],
+                              "best_hypothesis": best[1]}
 
 
 def _evidence(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:

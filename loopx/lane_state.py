@@ -32,7 +32,7 @@ class LanesReducer:
     """
 
     name = "lanes"
-    version = 3
+    version = 4
 
     def initial(self) -> LaneState:
         state: LaneState = {name: {} for name in SLICES}

@@ -25,6 +25,17 @@ def _better(value: float, than: float, direction: str) -> bool:
     return value > than if direction == "maximize" else value < than
 
 
+def best_of(values: list[tuple[float, str]],
+            direction: str) -> tuple[float | None, str | None]:
+    """The best (value, hypothesis) under ``direction`` ((None, None) for none); ties keep the
+    first."""
+    best: tuple[float | None, str | None] = (None, None)
+    for value, hypothesis in values:
+        if best[0] is None or _better(value, best[0], direction):
+            best = (value, hypothesis)
+    return best
+
+
 def next_iteration(iterations: dict[str, Any], contract: dict[str, Any] | None,
                    decision: dict[str, Any], heldout_value: float | None,
                    seq: int) -> dict[str, Any]:

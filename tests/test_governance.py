@@ -305,7 +305,11 @@ def test_a_later_decision_supersedes_the_earlier_one() -> None:
     g = Gov()
     research(g).supported("h1", *SUPPORTED)
     first = decide(g.ledger, g.ev, "h1", "promoted")
+    assert status(g.view)["iterations"]["best"] == pytest.approx(0.93)
     decide_approval(g.ledger, g.c.owner, first["decision_id"], approved=False, note="not yet")
+    # A rejected promotion no longer holds the best: later improvements count from the baseline.
+    assert (status(g.view)["iterations"]["best"],
+            status(g.view)["iterations"]["best_hypothesis"]) == (None, None)
     current = row(g.view, "h1")
     assert current.retirement is not None and current.retirement["reasons"] == [
         "operator_rejected"]
@@ -315,6 +319,7 @@ def test_a_later_decision_supersedes_the_earlier_one() -> None:
         "evidence_ids": current.retirement["rests_on"]}}, creds=g.ev,
         kind="research_decision_v0"), Refused, "must cite and supersede")
     second = decide(g.ledger, g.ev, "h1", "retired", reason="operator_rejected")
+    assert status(g.view)["iterations"]["best"] is None
     decisions = g.view["decisions"]
     assert decisions[first["decision_id"]]["superseded_by"] == second["decision_id"]
     assert row(g.view, "h1").state == "retired"
@@ -458,3 +463,17 @@ def test_evaluating_a_finished_campaign_reports_nothing_to_do() -> None:
     again = evaluate(g.ledger, g.ev, dry_run=False)
     assert (again["finished"], again["reasons"], again["stopped"], again["seq"]) == (
         True, [], False, None)
+
+
+def test_a_promotion_withdrawn_by_a_later_decision_no_longer_holds_the_best() -> None:
+    g = Gov()
+    loop = research(g)
+    loop.supported("h1", *SUPPORTED)
+    loop.supported("h2", [0.95, 0.96, 0.97], [0.95, 0.96, 0.97], mechanism="depth")
+    decide(g.ledger, g.ev, "h1", "promoted")
+    decide(g.ledger, g.ev, "h2", "promoted")
+    assert status(g.view)["iterations"]["best_hypothesis"] == "h2"
+    loop.propose("h3", mechanism="lr", supersedes="h2")
+    decide(g.ledger, g.ev, "h2", "retired", reason="superseded")
+    it = status(g.view)["iterations"]
+    assert (it["best"], it["best_hypothesis"]) == (pytest.approx(0.93), "h1")
