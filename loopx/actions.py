@@ -149,12 +149,7 @@ def record_result(ledger: Ledger, creds: Credentials, proposal_id: str, *, succe
     if usage:
         drafts.append({"schema_version": "usage_v0",
                        "payload": {**usage, "proposal_id": proposal_id}})
-    records = ledger.prepare(drafts, ledger.identify(creds))
-
-    def plan(view: LaneState, who: Identity, now: str) -> list[Record]:
-        return records
-
-    written = ledger.write(creds, plan)
+    written = ledger.append(drafts, creds=creds)
     return {"proposal_id": proposal_id, "success": success, "seq": written[0]["seq"],
             "usage_seq": written[1]["seq"] if len(written) > 1 else None}
 

@@ -12,7 +12,7 @@ from loopx.actions import pending_approvals
 from loopx.campaign_state import TERMINAL, current_contract
 from loopx.errors import Refused
 from loopx.governance import TRANSITIONS, awaiting
-from loopx.governance_checks import policy_reasons
+from loopx.governance_checks import policy_reasons, stop_payload
 from loopx.stopping import budget_rows
 
 if TYPE_CHECKING:
@@ -90,16 +90,11 @@ def evaluate(ledger: Ledger, creds: Credentials | None, *, dry_run: bool) -> dic
     if creds is None:
         raise Refused("the stop policy fires; stopping needs a token",
                       hint="run again with the owner's or an evaluator's token, or --dry-run")
-    written: list[Record] = []
-
     def plan(view: LaneState, who: Identity, now: str) -> list[Record]:
-        due = policy_reasons(view)
-        current = view["campaign"]["status"]["state"]
-        if not due or current in TERMINAL:
+        stop = stop_payload(view, "stop policy evaluated")
+        if stop is None:
             return []
-        return ledger.prepare({"schema_version": "campaign_transition_v0", "payload": {
-            "from_state": current, "to_state": "stopped", "reason": "stop policy evaluated",
-            "stop_reasons": due, "iteration": view["campaign"]["iterations"]["count"]}}, who)
+        return ledger.prepare({"schema_version": "campaign_transition_v0", "payload": stop}, who)
 
     written = ledger.write(creds, plan)
     if written:

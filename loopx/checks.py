@@ -26,7 +26,7 @@ from loopx.leases import lease_live
 from loopx.research_checks import (
     RESEARCH_CHECKS,
     check_decision,
-    check_heldout_claim,
+    check_evaluation_claim,
     check_hypothesis,
 )
 from loopx.scope import OWNER_ROLE, action_of, allowed
@@ -215,7 +215,7 @@ def _check_claim(lanes: LaneState, who: Identity, record: dict[str, Any], now: s
     waiting = blockers(todo, lanes)
     if waiting:
         raise Refused(f"todo {todo_id!r} is blocked by {', '.join(waiting)}")
-    check_heldout_claim(lanes, todo_id, todo)
+    check_evaluation_claim(lanes, todo_id, todo)
     block = claim_block(lanes, who.agent_id, todo)
     if block is not None:
         raise Refused(f"the campaign refuses claims now ({block.reason}: "

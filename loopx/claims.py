@@ -90,11 +90,11 @@ def _claim_records(ledger: Ledger, lanes: LaneState, who: Identity, todo_id: str
         holder = lanes["agents"].get(todo["holder"])
         why = ("holder revoked" if holder is not None and holder["revoked"]
                else f"lease expired at {todo['expires']}")
-        records.append(ledger.lifecycle(who, "todo_event_v0", todo_id, todo["epoch"], {
+        records.append(ledger.loopx_record(who, "todo_event_v0", todo_id, todo["epoch"], {
             "event": "expired", "lease_ttl_seconds": None, "expired_agent_id": todo["holder"],
             "reason": why, "result": {}}))
     profile = lanes["profiles"].get(who.role, {})
-    records.append(ledger.lifecycle(who, "auto_research_lane_claim_v1", todo_id,
+    records.append(ledger.loopx_record(who, "auto_research_lane_claim_v1", todo_id,
                                     todo["epoch"] + 1, {
         "hypothesis_id": todo["hypothesis_id"],
         "capability_token": profile.get("capability_token", who.role),

@@ -122,16 +122,6 @@ def apply_settings(payload: dict[str, Any], settings: list[tuple[str, Any]]) -> 
     return out
 
 
-def _write(ledger: Ledger, creds: Credentials,
-           build: Any) -> tuple[list[Record], dict[str, Any]]:
-    answer: dict[str, Any] = {}
-
-    def plan(view: LaneState, who: Identity, now: str) -> list[Record]:
-        return build(view, who, answer)
-
-    return ledger.write(creds, plan), answer
-
-
 def init_contract(ledger: Ledger, creds: Credentials, payload: dict[str, Any]) -> list[Record]:
     """Write contract version 1; a campaign still ``created`` moves to ``planned`` with it.
 
@@ -142,7 +132,7 @@ def init_contract(ledger: Ledger, creds: Credentials, payload: dict[str, Any]) -
     draft = {"schema_version": "research_contract_v0",
              "payload": {**payload, "version": 1, "supersedes": None, "amendment": None}}
 
-    def build(view: LaneState, who: Identity, answer: dict[str, Any]) -> list[Record]:
+    def plan(view: LaneState, who: Identity, now: str) -> list[Record]:
         records = ledger.prepare(draft, who)
         if current_contract(view) is None and view["campaign"]["status"]["state"] == "created":
             records += ledger.prepare({"schema_version": "campaign_transition_v0", "payload": {
@@ -152,8 +142,7 @@ def init_contract(ledger: Ledger, creds: Credentials, payload: dict[str, Any]) -
 
     # Check the draft before taking the lock, so a malformed contract never waits for it.
     ledger.prepare(draft, ledger.identify(creds))
-    records, _ = _write(ledger, creds, build)
-    return records
+    return ledger.write(creds, plan)
 
 
 def amend_contract(ledger: Ledger, creds: Credentials, reason: str, *,
@@ -166,7 +155,7 @@ def amend_contract(ledger: Ledger, creds: Credentials, reason: str, *,
         Refused: no contract, or nothing changed; RecordRejected: a bad field; Forbidden.
     """
 
-    def build(view: LaneState, who: Identity, answer: dict[str, Any]) -> list[Record]:
+    def plan(view: LaneState, who: Identity, now: str) -> list[Record]:
         current = current_contract(view)
         if current is None:
             raise Refused("there is no contract to amend", hint="`loopx contract init`")
@@ -184,8 +173,7 @@ def amend_contract(ledger: Ledger, creds: Credentials, reason: str, *,
         record["payload"]["amendment"] = {"changed": changed, "reason": reason}
         return [record]
 
-    records, _ = _write(ledger, creds, build)
-    return records[0]
+    return ledger.write(creds, plan)[0]
 
 
 def contract_version(view: LaneState, version: int | None = None) -> dict[str, Any]:

@@ -180,7 +180,7 @@ def campaign_block(view: dict[str, Any], agent_id: str) -> Block | None:
     spent = exhausted(contract, campaign["usage"]["total"])
     if spent:
         return Block("budget_exhausted", {"exhausted": spent})
-    waiting = awaiting(view).get(agent_id)
+    waiting = awaiting_for(view, agent_id)
     if waiting:
         return Block("awaiting_approval", {"proposals": waiting})
     return None
@@ -198,17 +198,20 @@ def awaits_owner(contract: dict[str, Any], proposal: dict[str, Any]) -> bool:
             and approval_required(contract, proposal["risk"]))
 
 
-def awaiting(view: dict[str, Any]) -> dict[str, list[str]]:
-    """Per agent, its proposals waiting for the owner now (oldest first)."""
+def awaiting_for(view: dict[str, Any], agent_id: str) -> list[str]:
+    """The agent's proposals waiting for the owner now (oldest first)."""
     contract = current_contract(view)
     if contract is None:
-        return {}
-    out = {}
-    for agent_id, ids in sorted(view["campaign"]["open_proposals"].items()):
-        waiting = [pid for pid in ids if awaits_owner(contract, view["proposals"][pid])]
-        if waiting:
-            out[agent_id] = waiting
-    return out
+        return []
+    return [pid for pid in view["campaign"]["open_proposals"].get(agent_id, ())
+            if awaits_owner(contract, view["proposals"][pid])]
+
+
+def awaiting(view: dict[str, Any]) -> dict[str, list[str]]:
+    """Per agent, its proposals waiting for the owner now (oldest first)."""
+    waiting = {agent_id: awaiting_for(view, agent_id)
+               for agent_id in sorted(view["campaign"]["open_proposals"])}
+    return {agent_id: ids for agent_id, ids in waiting.items() if ids}
 
 
 def todo_over_budget(view: dict[str, Any], todo: dict[str, Any]) -> list[str]:

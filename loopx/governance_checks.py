@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from loopx.campaign_state import TERMINAL, current_contract
 from loopx.errors import Refused
 from loopx.governance import (
+    TRANSITIONS,
     Block,
     action_phrase,
     approval_required,
@@ -68,7 +69,7 @@ def _check_transition(view: View, who: Identity, record: Record) -> None:
     if p["from_state"] != current:
         raise Refused(f"the campaign is {current}, not {p['from_state']}")
     if not transition_allowed(current, target):
-        legal = ", ".join(_legal(current)) or "none: it is finished"
+        legal = ", ".join(TRANSITIONS[current]) or "none: it is finished"
         raise Refused(f"the campaign cannot move from {current} to {target} (from {current}: "
                       f"{legal})")
     if target in ("planned", "ready", "running") and current_contract(view) is None:
@@ -90,12 +91,6 @@ def _check_transition(view: View, who: Identity, record: Record) -> None:
     if p["iteration"] != view["campaign"]["iterations"]["count"]:
         raise Refused(f"a stop names the current iteration "
                       f"{view['campaign']['iterations']['count']}")
-
-
-def _legal(state: str) -> list[str]:
-    from loopx.governance import TRANSITIONS
-
-    return list(TRANSITIONS.get(state, ()))
 
 
 def policy_reasons(view: View) -> list[str]:
@@ -233,19 +228,24 @@ GOVERNANCE_CHECKS: dict[str, Callable[[View, Any, Record], None]] = {
 }
 
 
-def stop_transition(view: View, decision: Record) -> dict[str, Any] | None:
-    """The stop a decision's batch must carry next (its payload), if the policy now fires."""
+def stop_payload(view: View, reason: str,
+                 decision_id: str | None = None) -> dict[str, Any] | None:
+    """The campaign's stop if the policy fires now (its transition payload), else None."""
     status = view["campaign"]["status"]
     if status["state"] in TERMINAL:
         return None
     due = policy_reasons(view)
     if not due:
         return None
-    return {"from_state": status["state"], "to_state": "stopped",
-            "reason": "stop policy evaluated with decision "
-                      f"{decision['payload']['decision_id']}",
+    return {"from_state": status["state"], "to_state": "stopped", "reason": reason,
             "stop_reasons": due, "iteration": view["campaign"]["iterations"]["count"],
-            "decision_id": decision["payload"]["decision_id"]}
+            "decision_id": decision_id}
+
+
+def stop_transition(view: View, decision: Record) -> dict[str, Any] | None:
+    """The stop a decision's batch must carry next (its payload), if the policy now fires."""
+    decision_id = decision["payload"]["decision_id"]
+    return stop_payload(view, f"stop policy evaluated with decision {decision_id}", decision_id)
 
 
 def claim_block(view: View, agent_id: str, todo: dict[str, Any]) -> Block | None:

@@ -135,21 +135,14 @@ class Ledger:
 
     def refusal_record(self, who: Identity, exc: ResearchRefused) -> Record:
         """The ``research_refusal_v0`` that takes a refused request's place in the log."""
-        from loopx.records.registry import KINDS, new_record_id
         from loopx.scope import action_of
 
         request = exc.request or {}
-        spec = KINDS["research_refusal_v0"]
-        payload = {"rule": exc.rule,
-                   "requested_kind": request.get("schema_version", "unknown"),
-                   "requested_action": action_of(request) if request else "unknown",
-                   "hypothesis_id": exc.hypothesis_id, "todo_id": request.get("todo_id"),
-                   "reason": exc.message[:LONG_TEXT], "cites": exc.cites, "detail": exc.detail}
-        return {"schema_version": "research_refusal_v0", "record_id": new_record_id(),
-                "goal_id": self.goal_id(), "agent_id": who.agent_id, "lane_role": who.role,
-                "capability": who.capability, "todo_id": None, "epoch": None,
-                "visibility": spec.visibility, "provenance": spec.provenance,
-                "payload": payload}
+        return self.loopx_record(who, "research_refusal_v0", None, None, {
+            "rule": exc.rule, "requested_kind": request.get("schema_version", "unknown"),
+            "requested_action": action_of(request) if request else "unknown",
+            "hypothesis_id": exc.hypothesis_id, "todo_id": request.get("todo_id"),
+            "reason": exc.message[:LONG_TEXT], "cites": exc.cites, "detail": exc.detail})
 
     def prepare(self, docs: Any, who: Identity, *, kind: str | None = None,
                 by_loopx: bool = False) -> list[Record]:
@@ -168,9 +161,9 @@ class Ledger:
         allow = frozenset({"agents", "owner", "loopx"} if by_loopx else {"agents", "owner"})
         return prepare_batch(docs, author, kind=kind, allow=allow)
 
-    def lifecycle(self, who: Identity, kind: str, todo_id: str, epoch: int,
-                  payload: dict[str, Any]) -> Record:
-        """A todo lifecycle record (claim or event) loopx builds itself from checked state.
+    def loopx_record(self, who: Identity, kind: str, todo_id: str | None, epoch: int | None,
+                     payload: dict[str, Any]) -> Record:
+        """A record loopx builds itself from checked state: a claim, a todo event, a refusal.
 
         Built without pydantic because it runs under the lock; ``payload`` must already be in
         the kind's dumped form (every field, defaults included), which the tests hold it to.

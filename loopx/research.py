@@ -31,13 +31,10 @@ def propose_hypothesis(ledger: Ledger, creds: Credentials, payload: dict[str, An
         ResearchRefused: a duplicate of a retired or contradicted hypothesis (recorded);
         RecordRejected, Refused, StaleLease, Forbidden.
     """
-    who = ledger.identify(creds)
     drafts = [draft(t, kind="todo_item_v0", under=under) for t in todos or []]
-    drafts.append(draft({"claimed_by": who.agent_id, **payload}, kind="research_hypothesis_v0",
+    drafts.append(draft({"claimed_by": creds.agent_id, **payload}, kind="research_hypothesis_v0",
                         under=under))
-    records = ledger.prepare(drafts, who)
-
-    written = ledger.write(creds, lambda view, me, now: records)
+    written = ledger.append(drafts, creds=creds)
     hypothesis = written[-1]
     return {"hypothesis_id": hypothesis["payload"]["hypothesis_id"],
             "record_id": hypothesis["record_id"], "seq": hypothesis["seq"],

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from loopx.campaign_state import current_contract
 from loopx.errors import Refused, ResearchRefused
-from loopx.research_state import HELDOUT_ACTION, content_sha256
+from loopx.research_state import EVALUATION_SPLITS, HELDOUT_ACTION, content_sha256
 
 if TYPE_CHECKING:
     from loopx.checks import Identity
@@ -160,18 +161,15 @@ def _no_promotion(view: View, entry: dict[str, Any], current: Any) -> ResearchRe
                            hint="`loopx candidates` lists what may be decided")
 
 
-EVALUATION_ACTIONS = ("run_dev_eval", HELDOUT_ACTION, "retry_attempt")
-
-
 def moot_evaluation(view: View, todo: dict[str, Any]) -> str | None:
     """The live decision on the hypothesis an evaluation todo works on, if there is one: the
     evaluation is moot, and handing it out would only spend data reads."""
-    if todo["action_kind"] not in EVALUATION_ACTIONS or todo["hypothesis_id"] is None:
+    if todo["action_kind"] not in EVALUATION_SPLITS or todo["hypothesis_id"] is None:
         return None
     return view["hypothesis_decisions"].get(todo["hypothesis_id"])
 
 
-def check_heldout_claim(view: View, todo_id: str, todo: dict[str, Any]) -> None:
+def check_evaluation_claim(view: View, todo_id: str, todo: dict[str, Any]) -> None:
     """An evaluation todo of a decided hypothesis is not claimed; a held-out todo only while
     its hypothesis has held-out reads left."""
     decided = moot_evaluation(view, todo)
@@ -192,8 +190,6 @@ def heldout_over_budget(view: View, todo: dict[str, Any]) -> tuple[int, int] | N
     if todo["action_kind"] != HELDOUT_ACTION or todo["hypothesis_id"] is None:
         return None
     entry = view["hypotheses"].get(todo["hypothesis_id"])
-    from loopx.campaign_state import current_contract
-
     contract = current_contract(view)
     if entry is None or contract is None:
         return None

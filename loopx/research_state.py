@@ -14,6 +14,8 @@ from typing import Any
 
 SLICES = ("hypotheses", "packets", "content_index", "hypothesis_todos")
 HELDOUT_ACTION = "run_holdout_eval"
+# The todo actions that evaluate a hypothesis, and the split each reads.
+EVALUATION_SPLITS = {"run_dev_eval": "dev", "retry_attempt": "dev", HELDOUT_ACTION: "heldout"}
 SPLITS = ("dev", "heldout")
 
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from loopx.campaign_state import current_contract
 from loopx.errors import NotFound, Unauthorized
 from loopx.governance import campaign_block, todo_over_budget
 from loopx.lane_state import LaneState, effective, fast_get
 from loopx.leases import lease_live
 from loopx.research_checks import heldout_over_budget, moot_evaluation
-from loopx.research_state import HELDOUT_ACTION
+from loopx.research_state import EVALUATION_SPLITS, HELDOUT_ACTION
 from loopx.scope import claim_scope
 
 REASONS = ("selected", "already_holding_lease", "no_eligible_todo", "blocked", "quota_exhausted",
@@ -176,10 +177,7 @@ def split_data(lanes: LaneState, todo: dict[str, Any], *,
     the claim): the held-out location appears only there, in a held-out todo's claim packet.
     This keeps honest agents off held-out data; the contract record itself is readable by
     anyone with the log."""
-    from loopx.campaign_state import current_contract
-
-    split = {"run_dev_eval": "dev", "retry_attempt": "dev",
-             HELDOUT_ACTION: "heldout"}.get(todo["action_kind"])
+    split = EVALUATION_SPLITS.get(todo["action_kind"])
     contract = current_contract(lanes)
     if split is None or contract is None:
         return None

@@ -362,7 +362,7 @@ def action_record(ctx: click.Context, proposal_id: str, success: bool, result: s
 @click.pass_context
 def approvals(ctx: click.Context, as_json: bool) -> None:
     """List what awaits the owner's approval, oldest first."""
-    from loopx.tools.governance import NoParams
+    from loopx.tools.registry import NoParams
 
     out = run_tool(ctx, "approvals.list", NoParams())
     lines = [f"{r['subject']['kind']:<9} {r['subject']['id']:<20} by {r['by']:<16} "
@@ -416,7 +416,7 @@ def _budget_text(budget: dict[str, Any]) -> str:
 @click.pass_context
 def usage_show(ctx: click.Context, as_json: bool) -> None:
     """Show usage against the budget, in total and per agent."""
-    from loopx.tools.governance import NoParams
+    from loopx.tools.registry import NoParams
 
     out = run_tool(ctx, "usage.show", NoParams())
     lines = [_budget_text(out["budget"])]
@@ -514,7 +514,7 @@ def campaign() -> None:
 @click.pass_context
 def campaign_status(ctx: click.Context, as_json: bool) -> None:
     """Show the campaign: state, contract, iterations, budget and what awaits approval."""
-    from loopx.tools.governance import NoParams
+    from loopx.tools.registry import NoParams
 
     out = run_tool(ctx, "campaign.status", NoParams())
     c = out["contract"]

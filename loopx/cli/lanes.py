@@ -63,7 +63,7 @@ def agent_register(ctx: click.Context, agent_id: str, role: str, quota: int | No
 @click.pass_context
 def agent_list(ctx: click.Context, as_json: bool) -> None:
     """List agents: role, grant, claims made, leases held now."""
-    from loopx.tools.lanes import NoParams
+    from loopx.tools.registry import NoParams
 
     out = run_tool(ctx, "agent.list", NoParams())
     lines = [f"{a['agent_id']:<24} {a['role']:<20} "
@@ -327,7 +327,7 @@ def should_run(ctx: click.Context, agent_id: str, claim: bool, token_file: Path 
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
     """One screen of the campaign: agents, leases held, todos by state."""
-    from loopx.tools.lanes import NoParams
+    from loopx.tools.registry import NoParams
 
     out = run_tool(ctx, "status", NoParams())
     counts = "  ".join(f"{k} {v}" for k, v in out["todos"].items())
@@ -361,7 +361,7 @@ def lanes() -> None:
 @click.pass_context
 def lanes_show(ctx: click.Context, as_json: bool) -> None:
     """Show the role profiles in force (as recorded in the log)."""
-    from loopx.tools.lanes import NoParams
+    from loopx.tools.registry import NoParams
 
     out = run_tool(ctx, "lanes.show", NoParams())
     lines = []
@@ -378,7 +378,7 @@ def lanes_show(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def lanes_apply(ctx: click.Context, token_file: Path | None, as_json: bool) -> None:
     """Validate .loopx/lanes/*.toml and record the changed profiles (needs the owner token)."""
-    from loopx.tools.lanes import NoParams
+    from loopx.tools.registry import NoParams
 
     out = run_tool(ctx, "lanes.apply", NoParams(), credentials("owner", token_file))
     recorded = ", ".join(r["role"] for r in out["recorded"]) or "nothing changed"

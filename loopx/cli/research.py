@@ -256,7 +256,7 @@ def decide(ctx: click.Context, outcome: str, hypothesis_id: str, reason: str | N
 @click.pass_context
 def graph(ctx: click.Context, as_json: bool) -> None:
     """The research_evidence_graph_v0: typed nodes and edges (same log, same bytes)."""
-    from loopx.tools.research import NoParams
+    from loopx.tools.registry import NoParams
 
     out = run_tool(ctx, "graph.export", NoParams())
     kinds = ", ".join(f"{n} {k}" for k, n in sorted(out["counts"]["by_kind"].items()))
@@ -288,7 +288,7 @@ def frontier(ctx: click.Context, agent_id: str | None, as_json: bool) -> None:
 @click.pass_context
 def candidates(ctx: click.Context, as_json: bool) -> None:
     """Promotion, retirement and retry candidates, each with the records it rests on."""
-    from loopx.tools.research import NoParams
+    from loopx.tools.registry import NoParams
 
     out = run_tool(ctx, "candidates.list", NoParams())
     lines: list[str] = []

@@ -6,11 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopx.tools.registry import ToolContext, tool
-
-
-def _view(ctx: ToolContext) -> dict[str, Any]:
-    return ctx.ledger.state()["lanes"]
+from loopx.tools.registry import NoParams, ToolContext, tool
 
 
 @dataclass(frozen=True)
@@ -24,8 +20,8 @@ def contract_init(ctx: ToolContext, p: ContractInit) -> dict[str, Any]:
     from loopx.contracts import contract_version, init_contract
 
     records = init_contract(ctx.ledger, ctx.credentials(), p.contract)
-    return {"contract": contract_version(_view(ctx)), "seq": records[0]["seq"],
-            "campaign_state": _view(ctx)["campaign"]["status"]["state"]}
+    return {"contract": contract_version(ctx.view()), "seq": records[0]["seq"],
+            "campaign_state": ctx.view()["campaign"]["status"]["state"]}
 
 
 @dataclass(frozen=True)
@@ -38,7 +34,7 @@ def contract_show(ctx: ToolContext, p: ContractShow) -> dict[str, Any]:
     """The contract in force (or an earlier version), with every version's change note."""
     from loopx.contracts import contract_version
 
-    view = _view(ctx)
+    view = ctx.view()
     shown = contract_version(view, p.version)
     history = [{"version": v["version"], "seq": v["seq"], "record_id": v["record_id"],
                 "agent_id": v["agent_id"], "ts": v["ts"],
@@ -137,7 +133,7 @@ def action_can_execute(ctx: ToolContext, p: ProposalRef) -> dict[str, Any]:
     """Whether a proposal may execute now, with every reason it may not."""
     from loopx.actions import verdict
 
-    return verdict(_view(ctx), p.proposal_id)
+    return verdict(ctx.view(), p.proposal_id)
 
 
 @tool("action.status", risk="read", params=ProposalRef, writes=False)
@@ -145,8 +141,8 @@ def action_status(ctx: ToolContext, p: ProposalRef) -> dict[str, Any]:
     """One proposal: what it asks, its approval, its result and whether it may execute."""
     from loopx.actions import proposal_row, verdict
 
-    verdict(_view(ctx), p.proposal_id)  # NotFound for an unknown id
-    return proposal_row(_view(ctx), p.proposal_id)
+    verdict(ctx.view(), p.proposal_id)  # NotFound for an unknown id
+    return proposal_row(ctx.view(), p.proposal_id)
 
 
 @dataclass(frozen=True)
@@ -167,17 +163,12 @@ def action_record(ctx: ToolContext, p: RecordResult) -> dict[str, Any]:
                          result=p.result, error=p.error, usage=p.usage or None)
 
 
-@dataclass(frozen=True)
-class NoParams:
-    pass
-
-
 @tool("approvals.list", risk="read", params=NoParams, writes=False)
 def approvals_list(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     """What awaits the owner's approval, oldest first."""
     from loopx.actions import pending_approvals
 
-    return {"pending": pending_approvals(_view(ctx))}
+    return {"pending": pending_approvals(ctx.view())}
 
 
 @dataclass(frozen=True)
@@ -210,7 +201,7 @@ def usage_show(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     """Usage against the budget, in total and per agent."""
     from loopx.usage import usage_report
 
-    return usage_report(_view(ctx))
+    return usage_report(ctx.view())
 
 
 @dataclass(frozen=True)
@@ -246,7 +237,7 @@ def finding_list(ctx: ToolContext, p: FindingList) -> dict[str, Any]:
     """Findings grouped by standing: established, qualified, not established, risks."""
     from loopx.findings import finding_groups
 
-    return finding_groups(_view(ctx), include_superseded=p.include_superseded)
+    return finding_groups(ctx.view(), include_superseded=p.include_superseded)
 
 
 @tool("campaign.status", risk="read", params=NoParams, writes=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopx.tools.registry import ToolContext, tool
+from loopx.tools.registry import NoParams, ToolContext, tool
 
 
 @dataclass(frozen=True)
@@ -43,17 +43,12 @@ def agent_revoke(ctx: ToolContext, p: AgentRevoke) -> dict[str, Any]:
             "seq": record["seq"]}
 
 
-@dataclass(frozen=True)
-class NoParams:
-    pass
-
-
 @tool("agent.list", risk="read", params=NoParams, writes=False)
 def agent_list(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     """Every registered agent: role, grant, revoked, claims made, leases held now."""
     from loopx.agents import agent_rows
 
-    return {"agents": agent_rows(ctx.ledger.state()["lanes"], ctx.ledger.now())}
+    return {"agents": agent_rows(ctx.view(), ctx.ledger.now())}
 
 
 @dataclass(frozen=True)
@@ -91,7 +86,7 @@ def todo_list(ctx: ToolContext, p: TodoList) -> dict[str, Any]:
     bad = [s for s in p.states if s not in STATES]
     if bad:
         raise UsageProblem(f"unknown state(s) {', '.join(bad)}; states: {', '.join(STATES)}")
-    rows = todo_rows(ctx.ledger.state()["lanes"], ctx.ledger.now(), role=p.role,
+    rows = todo_rows(ctx.view(), ctx.ledger.now(), role=p.role,
                      states=tuple(p.states), agent=p.agent_id)
     return {"todos": rows}
 
@@ -106,7 +101,7 @@ def todo_show(ctx: ToolContext, p: TodoRef) -> dict[str, Any]:
     """One todo: its state, holder, epoch, lease, blockers and attempts."""
     from loopx.todos import todo_row
 
-    return todo_row(ctx.ledger.state()["lanes"], p.todo_id, ctx.ledger.now())
+    return todo_row(ctx.view(), p.todo_id, ctx.ledger.now())
 
 
 @tool("todo.claim", risk="write", params=TodoRef, writes=True)
@@ -242,7 +237,7 @@ def lanes_show(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     """The role profiles in force (as recorded in the log)."""
     from loopx.scope import role_scope
 
-    profiles = ctx.ledger.state()["lanes"]["profiles"]
+    profiles = ctx.view()["profiles"]
     return {"profiles": [{**profile, "effective_scope": {k: list(v) for k, v in
                                                          role_scope(profile["write_scope"]).items()}}
                          for _, profile in sorted(profiles.items())]}

@@ -34,6 +34,10 @@ class ToolContext:
             self._ledger = self.workspace.ledger()
         return self._ledger
 
+    def view(self) -> dict[str, Any]:
+        """The checked state (lanes, campaign and research slices), caught up to the head."""
+        return self.ledger.state()["lanes"]
+
     def credentials(self) -> Credentials:
         """The caller's credentials.
 
@@ -68,6 +72,11 @@ class Tool:
     def read_only(self) -> bool:
         """Whether the tool never appends (MCP's read-only hint)."""
         return not self.writes
+
+
+@dataclass(frozen=True)
+class NoParams:
+    """The params of a tool that takes none."""
 
 
 TOOLS: dict[str, Tool] = {}

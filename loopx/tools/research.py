@@ -6,11 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopx.tools.registry import ToolContext, tool
-
-
-def _view(ctx: ToolContext) -> dict[str, Any]:
-    return ctx.ledger.state()["lanes"]
+from loopx.tools.registry import NoParams, ToolContext, tool
 
 
 def _under(todo_id: str | None, epoch: int | None) -> tuple[str, int]:
@@ -118,11 +114,6 @@ def decision_decide(ctx: ToolContext, p: Decide) -> dict[str, Any]:
 
     return decide(ctx.ledger, ctx.credentials(), p.hypothesis_id, p.outcome, reason=p.reason,
                   note=p.note, decision_id=p.decision_id)
-
-
-@dataclass(frozen=True)
-class NoParams:
-    pass
 
 
 @tool("graph.export", risk="read", params=NoParams, writes=False)
