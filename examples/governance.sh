@@ -9,26 +9,10 @@
 # Uses $LOOPX, else `loopx` on PATH. Works in a new temporary directory; tokens live in files.
 set -euo pipefail
 
-LOOPX="${LOOPX:-loopx}"
-if [[ "$LOOPX" == */* ]]; then
-    LOOPX="$(cd "$(dirname "$LOOPX")" && pwd)/$(basename "$LOOPX")"
-fi
-command -v "$LOOPX" >/dev/null || { echo "no loopx: set LOOPX or put loopx on PATH" >&2; exit 2; }
+source "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/loopx-governance.XXXXXX")"
 cd "$work"
-
-quote() {  # print arguments as a shell command line
-    local out="" a
-    for a in "$@"; do
-        if [[ "$a" =~ ^[A-Za-z0-9_./:=,@%+-]+$ ]]; then out+=" $a"; else out+=" '${a//\'/\'\\\'\'}'"; fi
-    done
-    printf '%s' "${out# }"
-}
-step() { printf '\n$ loopx %s\n' "$(quote "$@")"; "$LOOPX" "$@" 2>&1; }
-field() { python3 -c 'import json,sys; d=json.load(sys.stdin)
-for k in sys.argv[1].split("."): d=d[k]
-print(d)' "$1"; }
 
 # -- the workspace and four agents (the owner token registers them) ----------------------------
 step init --goal-id mnist-width --owner-token-file owner.token

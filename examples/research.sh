@@ -13,11 +13,7 @@
 # directory; tokens live in files.
 set -euo pipefail
 
-LOOPX="${LOOPX:-loopx}"
-if [[ "$LOOPX" == */* ]]; then
-    LOOPX="$(cd "$(dirname "$LOOPX")" && pwd)/$(basename "$LOOPX")"
-fi
-command -v "$LOOPX" >/dev/null || { echo "no loopx: set LOOPX or put loopx on PATH" >&2; exit 2; }
+source "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 command -v git >/dev/null || { echo "no git on PATH" >&2; exit 2; }
 
 # Commits need an identity; these keep the example independent of any git configuration.
@@ -27,19 +23,6 @@ export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/loopx-research.XXXXXX")"
 cd "$work"
-
-quote() {  # print arguments as a shell command line
-    local out="" a
-    for a in "$@"; do
-        if [[ "$a" =~ ^[A-Za-z0-9_./:=,@%+-]+$ ]]; then out+=" $a"; else out+=" '${a//\'/\'\\\'\'}'"; fi
-    done
-    printf '%s' "${out# }"
-}
-step() { printf '\n$ loopx %s\n' "$(quote "$@")"; "$LOOPX" "$@" 2>&1; }
-run() { printf '\n$ %s\n' "$(quote "$@")"; "$@" 2>&1; }
-field() { python3 -c 'import json,sys; d=json.load(sys.stdin)
-for k in sys.argv[1].split("."): d=d[k]
-print(json.dumps(d, sort_keys=True) if isinstance(d, (dict, list)) else d)' "$1"; }
 
 # packet FILE HYPOTHESIS SPLIT BASE EVALUATED V0 V1 V2: an executor's scored packet, three seeds.
 packet() {
