@@ -146,20 +146,9 @@ def _dry_run(ctx: click.Context, payload: dict[str, Any], as_json: bool) -> None
     """Validate a contract without writing it and print it as it would be stored."""
     import json
 
-    from pydantic import ValidationError
+    from loopx.records.registry import check_payload
 
-    from loopx.errors import RecordRejected
-    from loopx.records.contract import ResearchContractV0
-    from loopx.records.registry import pydantic_problems
-    from loopx.secrets import secret_problems
-
-    found = secret_problems(payload, "payload")
-    if found:
-        raise RecordRejected(found, context="contract")
-    try:
-        checked = ResearchContractV0.model_validate(payload).model_dump(mode="json")
-    except ValidationError as exc:
-        raise RecordRejected(pydantic_problems(exc, "payload"), context="contract") from None
+    checked = check_payload("research_contract_v0", payload, context="contract")
     emit(as_json, {"contract": checked, "written": False},
          json.dumps(checked, indent=2, sort_keys=True))
 

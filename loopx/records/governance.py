@@ -89,7 +89,7 @@ class UsageV0(Model):
     note: ShortText | None = None
 
     @model_validator(mode="after")
-    def _something(self) -> UsageV0:
+    def _some_increment(self) -> UsageV0:
         if not any(getattr(self, r) for r in RESOURCES):
             raise ValueError("at least one increment must be positive")
         return self

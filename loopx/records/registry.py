@@ -186,16 +186,7 @@ def prepare(doc: Any, author: Author, *, kind: str | None = None, where: str = "
         raise RecordRejected([FieldProblem(
             join_path(where, "schema_version"),
             f"{name} is written only by loopx itself ({spec.written_by}), not appended")])
-    if spec.secrets_checked:
-        from loopx.secrets import secret_problems
-
-        found = secret_problems(draft.payload, join_path(where, "payload"))
-        if found:
-            raise RecordRejected(found)
-    try:
-        payload = spec.model.model_validate(draft.payload).model_dump(mode="json")
-    except ValidationError as exc:
-        raise RecordRejected(pydantic_problems(exc, join_path(where, "payload"))) from None
+    payload = _checked_payload(spec, draft.payload, join_path(where, "payload"))
     goal_id = draft.goal_id or author.goal_id
     missing = []
     for field in ("agent_id", "lane_role", "capability"):
@@ -232,6 +223,35 @@ def prepare(doc: Any, author: Author, *, kind: str | None = None, where: str = "
         "provenance": draft.provenance or spec.provenance,
         "payload": payload,
     }
+
+
+def _checked_payload(spec: KindSpec, payload: Any, where: str) -> dict[str, Any]:
+    if spec.secrets_checked:
+        from loopx.secrets import secret_problems
+
+        found = secret_problems(payload, where)
+        if found:
+            raise RecordRejected(found)
+    try:
+        return spec.model.model_validate(payload).model_dump(mode="json")
+    except ValidationError as exc:
+        raise RecordRejected(pydantic_problems(exc, where)) from None
+
+
+def check_payload(kind: str, payload: Any, *, context: str = "record") -> dict[str, Any]:
+    """A payload of ``kind`` as it would be stored, checked as :func:`prepare` checks it, for
+    a dry run that has no writer.
+
+    Raises:
+        RecordRejected: naming every refused field (under ``payload.``).
+    """
+    try:
+        problems = json_problems(payload, "payload") or token_problems(payload, "payload")
+        if problems:
+            raise RecordRejected(problems)
+        return _checked_payload(_lookup(kind, "schema_version"), payload, "payload")
+    except RecordRejected as exc:
+        raise RecordRejected(exc.problems, context=context) from None
 
 
 def prepare_batch(docs: Any, author: Author, *, kind: str | None = None,
