@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from loopx.research_state import heldout_mean
 from loopx.resources import RESOURCES, sum_usage
 from loopx.stopping import best_of, initial_iterations, next_iteration
 
-SLICES = ("campaign", "proposals", "decisions", "hypothesis_decisions", "findings", "heldout")
+SLICES = ("campaign", "proposals", "decisions", "hypothesis_decisions", "findings")
 TERMINAL = ("completed", "stopped", "failed")
 
 
@@ -135,11 +136,10 @@ def _decision(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -
         withdrawn = decisions[old]["outcome"] == "promoted"
         decisions[old] = {**decisions[old], "superseded_by": p["decision_id"]}
     view["hypothesis_decisions"][p["hypothesis_id"]] = p["decision_id"]
-    heldout = view["heldout"].get(p["hypothesis_id"])
     campaign = view["campaign"]
     campaign["iterations"] = next_iteration(
         campaign["iterations"], current_contract(view), p,
-        heldout["mean"] if heldout else None, record["seq"])
+        heldout_mean(view, p["hypothesis_id"]), record["seq"])
     if withdrawn:
         _standing_best(view)
 
@@ -148,23 +148,14 @@ def _standing_best(view: dict[str, Any]) -> None:
     # A promotion the owner rejected, or a later decision withdrew, no longer counts: the best is
     # that of the promotions still standing (the iteration counts already made stay as they are).
     contract = current_contract(view)
-    standing = [(view["heldout"][d["hypothesis_id"]]["mean"], d["hypothesis_id"])
-                for d in view["decisions"].values()
+    standing = [(mean, d["hypothesis_id"]) for d in view["decisions"].values()
                 if d["outcome"] == "promoted" and d["superseded_by"] is None
                 and (d["approval"] is None or d["approval"]["verdict"] == "approved")
-                and d["hypothesis_id"] in view["heldout"]]
+                and (mean := heldout_mean(view, d["hypothesis_id"])) is not None]
     best = best_of(standing, contract["metric"]["direction"] if contract else "maximize")
     campaign = view["campaign"]
     campaign["iterations"] = {**campaign["iterations"], "best": best[0],
                               "best_hypothesis": best[1]}
-
-
-def _evidence(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
-    # The latest held-out judgement per hypothesis: what a promotion's improvement is measured on.
-    if p["split"] == "heldout" and p["values"] and record["provenance"] != "claimed":
-        view["heldout"][p["hypothesis_id"]] = {
-            "mean": sum(p["values"]) / len(p["values"]), "n": len(p["values"]),
-            "metric": p["metric"], "event_id": record["record_id"], "seq": record["seq"]}
 
 
 _HANDLERS = {
@@ -177,5 +168,4 @@ _HANDLERS = {
     "usage_v0": _usage,
     "finding_v0": _finding,
     "research_decision_v0": _decision,
-    "research_evidence_event_v0": _evidence,
 }

@@ -32,7 +32,7 @@ class LanesReducer:
     """
 
     name = "lanes"
-    version = 4
+    version = 5
 
     def initial(self) -> LaneState:
         state: LaneState = {name: {} for name in SLICES}

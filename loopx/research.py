@@ -112,8 +112,7 @@ def check_gate(ledger: Ledger, creds: Credentials, hypothesis_id: str, *,
     result = check_boundary(repo, packets, list(contract["protected_scope"]), pinned).to_json()
     payload = {"hypothesis_id": hypothesis_id, "gate": "protected_boundary",
                "passed": result["passed"], "revision": entry["revision"],
-               "packets": [_checked(c) for c in result["checked"]] or
-                          [{"packet_id": p["packet_id"]} for p in packets],
+               "packets": result["checked"] or [{"packet_id": p["packet_id"]} for p in packets],
                "protected_scope": list(contract["protected_scope"]), "protected_commit": pinned,
                "violations": [{k: str(v[k])[:500] for k in ("commit", "path", "change", "detail")}
                               for v in result["violations"][:256]],
@@ -127,9 +126,3 @@ def check_gate(ledger: Ledger, creds: Credentials, hypothesis_id: str, *,
             "gate": "protected_boundary", "passed": payload["passed"],
             "revision": payload["revision"], "packets": [p["packet_id"] for p in packets],
             "violations": payload["violations"], "reasons": payload["reasons"]}
-
-
-def _checked(entry: dict[str, Any]) -> dict[str, Any]:
-    return {"packet_id": entry["packet_id"], "base_commit": entry.get("base_commit"),
-            "evaluated_commit": entry.get("evaluated_commit"),
-            "commits": int(entry.get("commits") or 0)}

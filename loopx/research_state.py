@@ -40,6 +40,16 @@ def _numbers(value: Any) -> Any:
     return value
 
 
+def heldout_mean(view: dict[str, Any], hypothesis_id: str) -> float | None:
+    """The mean of the hypothesis' latest held-out judgement, if it counts (it has values and
+    is not of claimed provenance): what a promotion's improvement is measured on."""
+    entry = view["hypotheses"].get(hypothesis_id)
+    judgement = None if entry is None else entry["judgements"].get("heldout")
+    if judgement is None or not judgement["values"] or judgement["provenance"] == "claimed":
+        return None
+    return sum(judgement["values"]) / len(judgement["values"])
+
+
 def apply_research(view: dict[str, Any], record: dict[str, Any]) -> None:
     """Fold one record into the research slices of ``view`` (state or overlay)."""
     handler = _HANDLERS.get(record["schema_version"])
