@@ -9,7 +9,9 @@
 #   h-w256 edits eval/score.py while its packet says "protected_scope_clean": true: the gate,
 #   which reads git and not the flag, fails, and it is retired for guardrail_failed.
 # Then a duplicate of the retired idea and a second held-out read are refused, and each refusal
-# is recorded in the log. Uses $LOOPX, else `loopx` on PATH; needs git. Works in a new temporary
+# is recorded in the log. Last, a narrator publishes the story (its new first screen held back
+# until the owner approves a preview) and the board, and verify checks the log against the
+# story's anchor. Uses $LOOPX, else `loopx` on PATH; needs git. Works in a new temporary
 # directory; tokens live in files.
 set -euo pipefail
 
@@ -182,6 +184,23 @@ for line in sys.stdin:
     r = json.loads(line); p = r["payload"]
     print(r["seq"], p["rule"], p["requested_kind"], p["requested_action"], p["hypothesis_id"])'
 step campaign status
-step verify
+
+# -- the narrator: the public story, its first screen, the board, and the anchor ----------------
+"$LOOPX" agent register --agent-id narr --role product_narrator --token-file owner.token \
+    --out-token-file narr.token >/dev/null
+echo "(registered narr as product_narrator)"
+# The story's first screen would now announce the promotion: without an approved preview that
+# change is held back, and the neutral first screen is published.
+step story --out story.md --agent-id narr --token-file narr.token
+step preview --preview-id preview-1 --agent-id narr --token-file narr.token
+step approvals
+step approve preview-1 --note "headline checked against the held-out judgement" \
+    --token-file owner.token
+step story --out story.md --agent-id narr --token-file narr.token
+step board --out board.html --agent-id narr --token-file narr.token
+run head -n 7 story.md
+# The story quotes the head it was rendered from: an anchor for verify.
+anchor="$(grep -o 'verify --expect [0-9]*:[0-9a-f]*' story.md | head -n 1 | cut -d' ' -f3)"
+step verify --expect "$anchor"
 echo
 echo "workspace left in $work"

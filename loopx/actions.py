@@ -71,25 +71,25 @@ def propose(ledger: Ledger, creds: Credentials, *, name: str, tool: str, reason:
 
 
 def find_subject(view: LaneState, subject_id: str, kind: str | None = None) -> str:
-    """Which kind of subject ``subject_id`` names (proposal or decision).
+    """Which kind of subject ``subject_id`` names (proposal, decision or preview).
 
     Raises:
         NotFound: none; UsageProblem: both (pass the kind).
     """
-    tables = {"proposal": view["proposals"], "decision": view["decisions"]}
+    tables = {"proposal": view["proposals"], "decision": view["decisions"],
+              "preview": view["previews"]}
     if kind is not None:
         if kind not in tables:
-            raise NotFound(f"there is no {kind} {subject_id!r} to approve"
-                           + (" (previews arrive with the narrator)" if kind == "preview" else ""))
+            raise NotFound(f"there is no {kind} {subject_id!r} to approve")
         if subject_id not in tables[kind]:
             raise NotFound(f"there is no {kind} {subject_id!r}")
         return kind
     found = [k for k, table in tables.items() if subject_id in table]
     if not found:
-        raise NotFound(f"there is no proposal or decision {subject_id!r}",
+        raise NotFound(f"there is no proposal, decision or preview {subject_id!r}",
                        hint="`loopx approvals` lists what is pending")
     if len(found) > 1:
-        raise UsageProblem(f"{subject_id!r} names both a proposal and a decision; pass --subject")
+        raise UsageProblem(f"{subject_id!r} names a {' and a '.join(found)}; pass --subject")
     return found[0]
 
 
@@ -170,8 +170,8 @@ def proposal_row(view: LaneState, proposal_id: str) -> dict[str, Any]:
 
 
 def pending_approvals(view: LaneState) -> list[dict[str, Any]]:
-    """Subjects awaiting the owner, oldest first: proposals that need approval, and promotions
-    when the contract requires the owner's approval of them."""
+    """Subjects awaiting the owner, oldest first: proposals that need approval, promotions when
+    the contract requires the owner's approval of them, and first-screen previews."""
     rows = []
     contract = current_contract(view)
     for pid, p in view["proposals"].items():
@@ -185,4 +185,10 @@ def pending_approvals(view: LaneState) -> list[dict[str, Any]]:
                 rows.append({"subject": {"kind": "decision", "id": did}, "seq": d["seq"],
                              "by": d["agent_id"], "summary": f"promote {d['hypothesis_id']}",
                              "reason": d.get("note") or "", "estimated_cost": {}})
+    for pid, preview in view["previews"].items():
+        if preview["approval"] is None:
+            screen = preview["first_screen"]
+            rows.append({"subject": {"kind": "preview", "id": pid}, "seq": preview["seq"],
+                         "by": preview["agent_id"], "summary": f"first screen: {screen['title']}",
+                         "reason": screen["headline"], "estimated_cost": {}})
     return sorted(rows, key=lambda r: r["seq"])

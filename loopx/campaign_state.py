@@ -46,7 +46,7 @@ def apply_campaign(view: dict[str, Any], record: dict[str, Any]) -> None:
 
 def _meta(record: dict[str, Any]) -> dict[str, Any]:
     return {"record_id": record["record_id"], "seq": record["seq"], "ts": record["ts"],
-            "agent_id": record["agent_id"]}
+            "agent_id": record["agent_id"], "visibility": record["visibility"]}
 
 
 def _contract(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:

@@ -23,6 +23,7 @@ from loopx.errors import (
 from loopx.governance_checks import GOVERNANCE_CHECKS, claim_block, stop_transition
 from loopx.lane_state import LaneState, apply_record, effective
 from loopx.leases import lease_live
+from loopx.narrator.first_screen import NARRATOR_CHECKS
 from loopx.research_checks import (
     RESEARCH_CHECKS,
     check_decision,
@@ -346,6 +347,7 @@ _KIND_CHECKS: dict[str, Callable[[LaneState, Identity, dict[str, Any]], None]] =
     "agent_revocation_v0": _check_revocation,
     **GOVERNANCE_CHECKS,
     **RESEARCH_CHECKS,
+    **NARRATOR_CHECKS,
     "research_decision_v0": _check_decision,
 }
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 # Fields that identify a version rather than say what the campaign is.
 VERSION_FIELDS = ("contract_id", "version", "supersedes", "amendment")
-META_FIELDS = ("record_id", "seq", "ts", "agent_id")
+META_FIELDS = ("record_id", "seq", "ts", "agent_id", "visibility")
 OBJECTIVE_LISTS = ("inputs", "targets", "generalization", "success_metrics")
 NAME_CHARS = 80
 

@@ -174,3 +174,24 @@ class NotFound(LoopxError):
 
     exit_code = 6
     code = "not_found"
+
+
+class RedactionBlocked(LoopxError):
+    """The narrator's output would publish something not meant for the public; nothing was
+    written. ``findings`` name each record and field, never the value."""
+
+    exit_code = 10
+    code = "redaction"
+
+    def __init__(self, findings: list[dict[str, str | None]]) -> None:
+        self.findings = findings
+        lines = "".join(f"\n  {f['record_id'] or 'output'} {f['field']}: {f['problem']}"
+                        for f in findings)
+        super().__init__(f"the redaction gate found {len(findings)} problem(s); nothing was "
+                         f"written:{lines}",
+                         hint="correct or supersede the records named; there is no override")
+
+    def to_json(self) -> dict[str, object]:
+        out = super().to_json()
+        out["findings"] = self.findings
+        return out

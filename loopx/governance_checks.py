@@ -129,7 +129,8 @@ def _check_proposal(view: View, who: Identity, record: Record) -> None:
 def _check_approval(view: View, who: Identity, record: Record) -> None:
     p = record["payload"]
     kind, subject_id = p["subject"]["kind"], p["subject"]["id"]
-    table = {"proposal": view["proposals"], "decision": view["decisions"]}.get(kind)
+    table = {"proposal": view["proposals"], "decision": view["decisions"],
+             "preview": view["previews"]}.get(kind)
     subject = None if table is None else table.get(subject_id)
     if subject is None:
         raise Refused(f"there is no {kind} {subject_id!r} to approve or reject")

@@ -1,6 +1,6 @@
 """The checked state: role profiles, agents and their grants, todos and leases, plus the
-governance slices folded by :mod:`loopx.campaign_state` and the research slices folded by
-:mod:`loopx.research_state`.
+governance slices folded by :mod:`loopx.campaign_state`, the research slices folded by
+:mod:`loopx.research_state` and the narrator's folded by :mod:`loopx.narrator.state`.
 
 This is everything the write checks and should-run read. Updates are copy-on-write (each entry
 is replaced, never mutated in place), so the same code folds the log and checks a batch against
@@ -15,16 +15,19 @@ from typing import Any
 
 from loopx import campaign_state, research_state
 from loopx.leases import add_seconds
+from loopx.narrator import state as narrator_state
 
 LaneState = dict[str, Any]
 LANE_SLICES = ("profiles", "agents", "todos", "queues")
-SLICES = LANE_SLICES + campaign_state.SLICES + research_state.SLICES
+SLICES = (LANE_SLICES + campaign_state.SLICES + research_state.SLICES
+          + narrator_state.SLICES)
 
 
 class LanesReducer:
     """Folds profiles, grants, revocations, todos, claims and todo events, then the governance
     records (contract, campaign status, proposals, approvals, usage, findings, decisions), then
-    the research records (hypotheses, packets, judgements, audits, gate results).
+    the research records (hypotheses, packets, judgements, audits, gate results), then the
+    narrator's (previews and publications).
 
     ``queues`` holds the todos not yet done, per role (or per assignee, ``@agent``), sorted by
     (-priority, seq): selection takes the first claimable one instead of walking every todo.
@@ -32,7 +35,7 @@ class LanesReducer:
     """
 
     name = "lanes"
-    version = 5
+    version = 6
 
     def initial(self) -> LaneState:
         state: LaneState = {name: {} for name in SLICES}
@@ -98,6 +101,7 @@ def apply_record(state: LaneState, record: dict[str, Any]) -> None:
         handler(state, record, record["payload"])
     campaign_state.apply_campaign(state, record)
     research_state.apply_research(state, record)
+    narrator_state.apply_narrator(state, record)
 
 
 def _profile(state: LaneState, record: dict[str, Any], p: dict[str, Any]) -> None:

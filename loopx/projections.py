@@ -147,8 +147,18 @@ def gates(view: View, entry: dict[str, Any]) -> dict[str, Gate]:
     if "first_screen" not in required:
         out["first_screen"] = Gate("first_screen", False, "not_required")
     else:
-        out["first_screen"] = Gate("first_screen", True, "pending",
-                                   ["no approved first-screen preview"])
+        # The narrator's gate: passed once the owner approved a first-screen preview rendered
+        # from a log that already held this hypothesis as it stands (its revision).
+        reviewed = [p for p in view["previews"].values()
+                    if p["head_seq"] >= entry["revision"] and p["approval"] is not None
+                    and p["approval"]["verdict"] == "approved"]
+        if reviewed:
+            last = max(reviewed, key=lambda p: p["seq"])
+            out["first_screen"] = Gate("first_screen", True, "passed",
+                                       rests_on=[last["approval"]["record_id"]])
+        else:
+            out["first_screen"] = Gate("first_screen", True, "pending", [
+                f"no approved first-screen preview since revision {entry['revision']}"])
     return {name: out[name] for name in GATES}
 
 
@@ -180,7 +190,8 @@ def promotion_blockers(view: View, entry: dict[str, Any],
     elif dev["verdict"] != "supports":
         out.append(f"dev verdict {dev['verdict']}")
     for name, gate in gate_rows.items():
-        if gate.required and name != "owner" and gate.status != "passed":
+        # The owner gate comes after the decision; the first-screen gate governs publication.
+        if gate.required and name not in ("owner", "first_screen") and gate.status != "passed":
             out.append(f"gate {name} {gate.status}"
                        + (f": {'; '.join(gate.reasons)}" if gate.reasons else ""))
     claimed = [p for p in relied_packets(entry)

@@ -75,7 +75,7 @@ def _hypothesis(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any])
         "record_id": record["record_id"], "seq": record["seq"], "revision": record["seq"],
         "content_sha256": digest, "supersedes": p.get("supersedes"), "superseded_by": None,
         "packets": [], "events": [], "judgements": {}, "audits": [], "boundary": None, "gates": [],
-        "heldout_reads": 0, "refusals": 0,
+        "heldout_reads": 0, "refusals": 0, "visibility": record["visibility"],
     }
     view["content_index"][digest] = [*view["content_index"].get(digest, ()), hid]
     old = p.get("supersedes")
@@ -90,7 +90,7 @@ def _packet(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> 
         "attempt": p["attempt"], "branch": p.get("branch"),
         "base_commit": p.get("base_commit"), "evaluated_commit": p.get("evaluated_commit"),
         "provenance": record["provenance"], "agent_id": record["agent_id"],
-        "todo_id": record["todo_id"], "seq": record["seq"],
+        "todo_id": record["todo_id"], "seq": record["seq"], "visibility": record["visibility"],
         "results": [[r["split"], r["metric"], r["seed"], r["value"]] for r in p["results"]],
     }
     entry = view["hypotheses"].get(hid)
@@ -107,7 +107,9 @@ def _event(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> N
                "verdict": p["verdict"], "packet_ids": list(p["packet_ids"]),
                "values": list(p["values"]), "mean_delta": p.get("mean_delta"),
                "p_value": p.get("p_value"), "provenance": record["provenance"],
-               "agent_id": record["agent_id"]}
+               "agent_id": record["agent_id"], "metric": p["metric"],
+               "baseline": p.get("baseline"), "baseline_values": list(p["baseline_values"]),
+               "seeds": list(p["seeds"]), "rule": p["rule"], "visibility": record["visibility"]}
     brief = {k: summary[k] for k in ("event_id", "seq", "split", "verdict", "packet_ids")}
     _touch(view, hid, record, events=[*entry["events"], brief],
            judgements={**entry["judgements"], p["split"]: summary})

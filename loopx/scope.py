@@ -33,6 +33,8 @@ KIND_ACTIONS: dict[str, tuple[str, ...]] = {
     "novelty_audit_v0": ("audit",),
     "gate_result_v0": ("record",),
     "research_refusal_v0": ("record",),
+    "publication_preview_v0": ("preview",),
+    "publication_v0": ("publish",),
 }
 
 # Every role may write these for todos it holds (claims and expiries have their own checks).

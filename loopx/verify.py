@@ -124,6 +124,8 @@ class _Checker:
         self.anchor_hash: str | None = None
         self.batch: list[dict[str, Any]] = []
         self.writes = _WriteChecks() if workspace_rules else None
+        # Batch-end hashes by seq (as bytes, to stay small): publications pin one of them.
+        self.heads: dict[int, bytes] = {}
 
     def segment(self, name: str, data: bytes, last: bool, report: VerifyReport) -> None:
         lines = data.split(b"\n")
@@ -178,6 +180,7 @@ class _Checker:
             self.batch = []
             self.open_batch = None
             self.head_seq, self.head_hash = seq, record["hash"]
+            self.heads[seq] = bytes.fromhex(record["hash"])
 
     def _rules(self, record: dict[str, Any], seq: int, where: str) -> None:
         end = record["batch_end"]
@@ -201,11 +204,24 @@ class _Checker:
             raise _Bad(seq, where, "the workspace record must be the first record, and only it")
         if seq == 1:
             self.goal = record["payload"]["goal_id"]
+        if kind in PINNING:
+            self._pin(record, seq, where)
         if record["goal_id"] != self.goal:
             raise _Bad(seq, where, f"goal {record['goal_id']!r} is not this workspace's"
                                    f" goal {self.goal!r}")
 
 
+    def _pin(self, record: dict[str, Any], seq: int, where: str) -> None:
+        """A publication or preview must pin a head this log really had, before it."""
+        pinned, digest = record["payload"]["head_seq"], record["payload"]["head_hash"]
+        if self.heads.get(pinned) != bytes.fromhex(digest):
+            raise _Bad(seq, where, f"{record['schema_version']} pins seq {pinned} with a hash "
+                                   "this log did not have at that seq (a rendered snapshot "
+                                   "that is not this log's)")
+
+
+# Records that pin a snapshot of the log (head seq and hash) they were rendered from.
+PINNING = frozenset({"publication_v0", "publication_preview_v0"})
 # Kinds loopx itself writes outside the checked path: the genesis record and torn-tail repairs.
 _UNCHECKED = frozenset({"workspace_v0", "store_repair_v0"})
 

@@ -65,3 +65,18 @@ def release(proc: subprocess.Popen[str]) -> None:
     assert proc.stdin is not None
     proc.stdin.write("go\n")
     proc.stdin.flush()
+
+
+def run_loopx(root: Path, *args: str, token: str = "") -> subprocess.CompletedProcess[str]:
+    """Run the CLI on the workspace at ``root`` in a fresh process, with ``token`` (if any) as
+    LOOPX_TOKEN and no inherited agent or token."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_TOKEN", "LOOPX_AGENT_ID")}
+    if token:
+        env["LOOPX_TOKEN"] = token
+    return subprocess.run([sys.executable, "-m", "loopx.cli", "-C", str(root), *args],
+                          capture_output=True, text=True, env=env, timeout=60)
+
+
+def head_seq(root: Path) -> int:
+    """The head seq of the workspace at ``root``."""
+    return find_workspace(root).store().head().seq

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import head_seq as head
+from helpers import run_loopx as loopx
 
 from loopx.agents import register_agent
 from loopx.checks import Credentials
@@ -32,14 +34,6 @@ CONTRACT: dict[str, Any] = {
 }
 
 
-def loopx(root: Path, *args: str, token: str = "") -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_TOKEN", "LOOPX_AGENT_ID")}
-    if token:
-        env["LOOPX_TOKEN"] = token
-    return subprocess.run([sys.executable, "-m", "loopx.cli", "-C", str(root), *args],
-                          capture_output=True, text=True, env=env, timeout=60)
-
-
 @pytest.fixture
 def ws(tmp_path: Path) -> dict[str, Any]:
     workspace, owner_token = init_workspace(tmp_path, "gov")
@@ -52,10 +46,6 @@ def ws(tmp_path: Path) -> dict[str, Any]:
         tokens[agent_id] = register_agent(ledger, owner, agent_id, role)[1]
     ledger.store.close()
     return {"root": tmp_path, "tokens": tokens}
-
-
-def head(root: Path) -> int:
-    return find_workspace(root).store().head().seq
 
 
 def refused(ws: dict[str, Any], code: int, needle: str, *args: str, token: str) -> dict[str, Any]:

@@ -174,6 +174,22 @@ def decision_draft(c: Campaign, action: str) -> dict[str, Any]:
                         "evidence_ids": candidate["rests_on"]}}
 
 
+def narrator_draft(c: Campaign, kind: str) -> dict[str, Any]:
+    """A preview of a new first screen, or a publication that keeps the neutral one, pinned to
+    the current head."""
+    from loopx.narrator.first_screen import NEUTRAL, screen_sha256
+
+    preview = kind == "publication_preview_v0"
+    screen = {**NEUTRAL, "headline": "A new headline"} if preview else NEUTRAL
+    pin = {"first_screen": screen, "first_screen_sha256": screen_sha256(screen),
+           "head_seq": c.head(), "head_hash": c.ledger.store.head().hash}
+    if preview:
+        return {"payload": {"preview_id": "pv1", **pin}}
+    return {"payload": {"publication_id": "pub1", "surface": "story", "format": "md",
+                        "output_sha256": "b" * 64, "output_bytes": 10,
+                        "first_screen_status": "unchanged", **pin}}
+
+
 def draft(c: Campaign, role: str, agent: str, kind: str, action: str,
           held: dict[str, Any], creds: Credentials) -> dict[str, Any]:
     """A well-formed draft performing ``action`` on ``kind``, valid but for the scope check."""
@@ -183,6 +199,8 @@ def draft(c: Campaign, role: str, agent: str, kind: str, action: str,
         return research_draft(c, agent, kind, action, held)
     if kind == "rollout_event_v0":
         return {**held, "payload": {"event": "note"}}
+    if kind in ("publication_preview_v0", "publication_v0"):
+        return narrator_draft(c, kind)
     if kind == "todo_item_v0":
         targets = PROFILES.get(role, {}).get("adds_todos_for") or ["research_executor"]
         target = PROFILES[targets[0]]

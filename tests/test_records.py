@@ -16,6 +16,7 @@ from loopx.claims import should_run
 from loopx.errors import Forbidden, RecordRejected, Refused, StaleLease, Unauthorized
 from loopx.evidence import judgement_payload
 from loopx.ledger import Ledger
+from loopx.narrator.first_screen import NEUTRAL, screen_sha256
 from loopx.projections import row
 from loopx.records import KINDS, kind_names
 from loopx.store import MemoryStore
@@ -66,7 +67,21 @@ VALID: dict[str, dict[str, Any]] = {
                              "reason": "contradicted", "revision": 3},
     "novelty_audit_v0": {"hypothesis_id": "h1", "verdict": "not_novel", "note": "seen before"},
     "usage_v0": {"cpu_hours": 0.5, "experiments": 1},
+    # The narrator's: a preview of a new first screen, and a publication keeping the neutral one.
+    "publication_preview_v0": {
+        "preview_id": "pv1", "head_seq": 1, "head_hash": "a" * 64,
+        "first_screen": {"title": "Q", "headline": "H",
+                         "primary_action": {"label": "See", "href": "#promoted"}},
+    },
+    "publication_v0": {
+        "publication_id": "pub1", "surface": "board", "format": "html", "head_seq": 1,
+        "head_hash": "a" * 64, "output_sha256": "b" * 64, "output_bytes": 100,
+        "first_screen": NEUTRAL, "first_screen_sha256": screen_sha256(NEUTRAL),
+        "first_screen_status": "unchanged",
+    },
 }
+VALID["publication_preview_v0"]["first_screen_sha256"] = screen_sha256(
+    VALID["publication_preview_v0"]["first_screen"])
 # Agent kinds in an order that satisfies their dependencies.
 AGENT_ORDER = ["research_contract_v0", "research_hypothesis_v0", "auto_research_evidence_packet_v0",
                "research_evidence_event_v0"]
@@ -133,6 +148,8 @@ def fresh_ledger() -> Lanes:
                          "finding_v0"), "curator"),
         **dict.fromkeys(("research_decision_v0", "novelty_audit_v0"), "evaluator"),
         "usage_v0": executor.creds,
+        **dict.fromkeys(("publication_preview_v0", "publication_v0"),
+                        agent(ledger, owner, "narrator", "product_narrator")),
         **dict.fromkeys(OWNER_KINDS, owner),
     }
     by_id = {c.agent_id: c for c in writers.values() if isinstance(c, Credentials)}

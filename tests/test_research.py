@@ -344,14 +344,6 @@ def test_an_evaluator_never_audits_a_hypothesis_it_proposed() -> None:
     assert all(x.next_action != "audit_novelty" for x in rows)
 
 
-def test_first_screen_gate_stays_pending_until_previews_exist() -> None:
-    r = loop(required_gates=["heldout", "first_screen"])
-    r.supported("h1", GOOD, HELDOUT)
-    gate = row(view(r), "h1").gates["first_screen"]
-    assert (gate.required, gate.status) == (True, "pending")
-    assert row(view(r), "h1").promotion is None
-
-
 # -- the protected boundary, from git ------------------------------------------------------------
 
 def git(repo: Path, *args: str) -> str:

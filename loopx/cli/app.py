@@ -34,6 +34,7 @@ COMMAND_MODULES: dict[str, str] = {
                      "approvals", "usage", "finding", "campaign"), "governance"),
     **dict.fromkeys(("hypothesis", "evidence", "novelty", "gate", "decide", "graph", "frontier",
                      "candidates"), "research"),
+    **dict.fromkeys(("story", "board", "preview"), "narrator"),
 }
 
 

@@ -56,7 +56,10 @@ class SplitSpec(Model):
 
     name: Identifier
     description: ShortText | None = None
-    location: Annotated[str, Field(max_length=2048)] | None = None
+    location: Annotated[str, Field(max_length=2048)] | None = Field(
+        default=None, json_schema_extra={"private": True},
+        description="private: handed only to the holder of a claim that reads the split, never "
+                    "published")
 
 
 class Evaluation(Model):

@@ -24,6 +24,7 @@ from loopx.records.governance import (
 )
 from loopx.records.hypothesis import ResearchHypothesisV0
 from loopx.records.lanes import AgentGrantV0, AgentRevocationV0, LaneProfileV0
+from loopx.records.narrator import PublicationPreviewV0, PublicationV0
 from loopx.records.research import GateResultV0, NoveltyAuditV0, ResearchRefusalV0
 from loopx.records.rollout import RolloutEventV0
 from loopx.records.system import StoreRepairV0, WorkspaceV0
@@ -96,6 +97,10 @@ _SPECS = (
              secrets_checked=True),
     KindSpec("novelty_audit_v0", NoveltyAuditV0, "public", "self_reported", "agents",
              "an independent audit of a hypothesis' novelty claim", secrets_checked=True),
+    KindSpec("publication_preview_v0", PublicationPreviewV0, "public", "computed", "agents",
+             "a first screen the narrator shows the owner before publishing it"),
+    KindSpec("publication_v0", PublicationV0, "public", "computed", "agents",
+             "a published story or board, pinned to the graph snapshot it was made from"),
     KindSpec("gate_result_v0", GateResultV0, "public", "computed", "loopx",
              "a gate check verified outside the log (the protected boundary, from git)"),
     KindSpec("research_refusal_v0", ResearchRefusalV0, "public", "computed", "loopx",

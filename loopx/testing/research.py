@@ -79,7 +79,7 @@ class ResearchLoop:
 
     def run(self, hypothesis_id: str, split: str, values: list[float] | None, *,
             status: str = "scored", commits: tuple[str, str] | None = None,
-            claims_clean: bool | None = None) -> str:
+            claims_clean: bool | None = None, branch: str | None = None) -> str:
         """The executor runs one attempt on ``split`` (a todo the evaluator adds for it) and
         records its packet: one value per contract seed, in order. Returns the packet id."""
         action = "run_holdout_eval" if split == "heldout" else "run_dev_eval"
@@ -94,7 +94,7 @@ class ResearchLoop:
             "hypothesis_id": hypothesis_id, "status": status,
             "results": [{"split": split, "metric": "acc", "seed": s, "value": v}
                         for s, v in zip(seeds, values or [], strict=False)],
-            "branch": f"loopx/{todo_id}/{under[1]}"}
+            "branch": branch or f"loopx/{todo_id}/{under[1]}"}
         if commits is not None:
             payload["base_commit"], payload["evaluated_commit"] = commits
         if claims_clean is not None:

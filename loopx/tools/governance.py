@@ -107,7 +107,7 @@ class OwnerVerdict:
 
 @tool("action.approve", risk="write", params=OwnerVerdict, writes=True)
 def action_approve(ctx: ToolContext, p: OwnerVerdict) -> dict[str, Any]:
-    """Approve a proposal or decision (owner token); approval never executes anything."""
+    """Approve a proposal, decision or preview (owner token); approval never executes anything."""
     from loopx.actions import decide_approval
 
     return decide_approval(ctx.ledger, ctx.credentials(), p.subject_id, approved=True,
@@ -116,7 +116,7 @@ def action_approve(ctx: ToolContext, p: OwnerVerdict) -> dict[str, Any]:
 
 @tool("action.reject", risk="write", params=OwnerVerdict, writes=True)
 def action_reject(ctx: ToolContext, p: OwnerVerdict) -> dict[str, Any]:
-    """Reject a proposal or decision (owner token)."""
+    """Reject a proposal, decision or preview (owner token)."""
     from loopx.actions import decide_approval
 
     return decide_approval(ctx.ledger, ctx.credentials(), p.subject_id, approved=False,

@@ -89,6 +89,7 @@ TOOL_MODULES: dict[str, str] = {
                     "governance"),
     **dict.fromkeys(("hypothesis", "evidence", "novelty", "gate", "decision", "graph",
                      "frontier", "candidates"), "research"),
+    "story": "narrator",
 }
 
 

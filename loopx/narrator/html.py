@@ -1,0 +1,245 @@
+"""The case story and the board as self-contained HTML: inline CSS and SVG, no scripts, no
+fonts, images or styles fetched from anywhere. Every text from a record is escaped."""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from loopx.narrator import svg, words
+from loopx.narrator.markdown import anchor
+from loopx.narrator.story import number, signed
+
+CSS = """
+*{box-sizing:border-box}
+body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1f2328;
+background:#f6f8fa}
+main{max-width:1180px;margin:0 auto;padding:24px}
+header.first{background:#fff;border:1px solid #d0d7de;border-radius:10px;padding:24px 28px;
+margin-bottom:24px}
+header.first h1{margin:0 0 8px;font-size:28px}
+header.first p.headline{font-size:18px;margin:0 0 16px}
+a.cta{display:inline-block;background:#1f6feb;color:#fff;padding:8px 16px;border-radius:6px;
+text-decoration:none;font-weight:600}
+p.anchor{color:#57606a;font-size:12px;margin:14px 0 0;word-break:break-all}
+section{background:#fff;border:1px solid #d0d7de;border-radius:10px;padding:16px 24px;
+margin-bottom:24px}
+h2{font-size:20px;margin:4px 0 12px}
+h3{font-size:16px;margin:16px 0 6px}
+code,.id{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px;
+word-break:break-all}
+.columns{display:grid;grid-template-columns:repeat(3,1fr);gap:16px}
+.column{background:#f6f8fa;border-radius:8px;padding:12px;min-height:120px}
+.column h2{font-size:16px;margin:0}
+.column p.meaning{color:#57606a;font-size:13px;margin:2px 0 10px}
+.card{display:block;background:#fff;border:1px solid #d0d7de;border-left:4px solid #1f6feb;
+border-radius:6px;padding:10px 12px;margin-bottom:10px;color:inherit;text-decoration:none}
+.card:hover{border-color:#1f6feb}
+.retirement .card{border-left-color:#8c959f}
+.retry .card{border-left-color:#d4a72c}
+.card .title{font-weight:600;display:block}
+.card .meta{font-size:12px;color:#57606a;display:block}
+.empty{color:#57606a;font-size:13px}
+table{border-collapse:collapse;width:100%;font-size:13px}
+th,td{text-align:left;padding:6px 8px;border-bottom:1px solid #d8dee4;vertical-align:top}
+.scroll{overflow-x:auto}
+ul{padding-left:20px}
+.tree li{margin:2px 0}
+"""
+
+
+def _page(title: str, body: list[str], extra_head: str = "") -> str:
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>{escape(title)}</title><style>{CSS}</style>{extra_head}</head>"
+            "<body><main>" + "".join(body) + "</main></body></html>\n")
+
+
+def _first_screen(doc: dict[str, Any]) -> str:
+    screen = doc["first_screen"]
+    action = screen["primary_action"]
+    return (f'<header class="first" id="top"><h1>{escape(screen["title"])}</h1>'
+            f'<p class="headline">{escape(screen["headline"])}</p>'
+            f'<a class="cta" href="{escape(action["href"])}">{escape(action["label"])}</a>'
+            f'<p class="anchor">{escape(words.anchor_line(doc["anchor"]))} Check a copy of '
+            f'the log with <code>{escape(words.verify_command(doc["anchor"]))}</code>.</p>'
+            "</header>")
+
+
+def _li(items: list[str], empty: str) -> str:
+    return "<ul>" + ("".join(f"<li>{i}</li>" for i in items) or f"<li>{escape(empty)}</li>") \
+        + "</ul>"
+
+
+def _question(doc: dict[str, Any]) -> str:
+    contract, campaign = doc["contract"], doc["campaign"]
+    if contract is None:
+        return "<section><h2>The question</h2><p>No research contract yet.</p></section>"
+    if contract["private"]:
+        return (f"<section><h2>The question</h2><p>The contract "
+                f'(<span class="id">{contract["record_id"]}</span>) is private.</p></section>')
+    m = contract["metric"]
+    stop = (f", stopped on {escape(', '.join(campaign['stop_reasons']))}"
+            if campaign["stop_reasons"] else "")
+    return ("<section><h2>The question</h2>"
+            f"<p><strong>{escape(contract['question'])}</strong></p>"
+            f"<p>{escape(contract['prompt'])}</p>"
+            + _li([f"Metric: {escape(m['name'])} ({m['direction']}), baseline "
+                   f"{number(m['baseline'])}, minimum change {number(m['min_delta'])}, seeds "
+                   f"[{', '.join(number(s) for s in m['seeds'])}]",
+                   f"Rule: {escape(contract['rule'])} at alpha {number(contract['alpha'])}; "
+                   f"dev split {escape(contract['splits']['dev'])}, held-out split "
+                   f"{escape(contract['splits']['heldout'])}",
+                   f"Contract version {contract['version']} "
+                   f'(<span class="id">{contract["record_id"]}</span>); campaign '
+                   f"{escape(campaign['state'])}{stop}"], "")
+            + "</section>")
+
+
+def _tree(doc: dict[str, Any]) -> str:
+    items = []
+    for h in doc["hypotheses"]:
+        pad = f' style="margin-left:{h["depth"] * 20}px"'
+        if h["private"]:
+            items.append(f"<li{pad}>{escape(words.label(h))}: "
+                         f"{words.STATE_WORDS[h['state']]}</li>")
+        else:
+            items.append(f"<li{pad}>Hypothesis <strong>{escape(h['hypothesis_id'])}</strong>: "
+                         f"{escape(h['title'])} (family {escape(h['mechanism_family'])}, "
+                         f"proposed by {escape(h['proposed_by'])}); "
+                         f"{words.STATE_WORDS[h['state']]} "
+                         f'(<a href="#{anchor(h)}">evidence</a>)</li>')
+    return ("<section><h2>What was tried</h2><p>Each line is a hypothesis: an idea under test, "
+            "not a result. Refinements sit under the hypothesis they refine.</p>"
+            '<ul class="tree" style="list-style:none;padding-left:0">'
+            + ("".join(items) or "<li>No hypotheses yet.</li>") + "</ul></section>")
+
+
+def _evidence(doc: dict[str, Any]) -> str:
+    parts = ['<section id="evidence"><h2>Evidence</h2>']
+    for h in doc["hypotheses"]:
+        parts.append(f'<h3 id="{anchor(h)}">{escape(words.label(h))}</h3>')
+        if h["private"]:
+            parts.append(f'<p>Record <span class="id">{h["record_id"]}</span> is private; its '
+                         "evidence is not published.</p>")
+            continue
+        lines = [escape(line) for line in words.evidence_lines(h)]
+        parts.append(_li(lines, ""))
+    return "".join(parts) + "</section>"
+
+
+def _outcomes(doc: dict[str, Any]) -> str:
+    promoted = []
+    for item in doc["promoted"]:
+        sub = [escape(words.judgement_line(j)) for j in (item["heldout"], item["dev"]) if j]
+        sub.append(escape(words.decision_line(item["decision"]) or "no decision"))
+        title = "" if item["private"] else f": {escape(item['title'])}"
+        promoted.append(f"<strong>{escape(words.label(item))}</strong>{title}"
+                        + _li(sub, ""))
+    retired = [f"<strong>{escape(words.label(item))}</strong>"
+               + ("" if item["private"] else f": {escape(item['title'])}")
+               + f" ({escape(words.decision_line(item['decision']) or 'no decision')})"
+               for item in doc["retired"]]
+    return ('<section id="promoted"><h2>What was promoted, and why</h2>'
+            + _li(promoted, "Nothing has been promoted.") + "</section>"
+            '<section id="retired"><h2>What was retired, and why</h2><p>Negative results are '
+            "results: each of these failed clearly, which saves future search.</p>"
+            + _li(retired, "Nothing has been retired.") + "</section>")
+
+
+def _findings(doc: dict[str, Any]) -> str:
+    parts = ["<section><h2>Findings</h2>"]
+    for group, title in words.GROUP_WORDS.items():
+        items = doc["findings"].get(group, [])
+        if not items:
+            continue
+        lines = [f"A private {f['kind'].replace('_', ' ')} "
+                 f'(<span class="id">{f["record_id"]}</span>)' if f["private"] else
+                 f"{f['kind'].replace('_', ' ').capitalize()} {escape(f['finding_id'])}: "
+                 f"{escape(f['statement'])} "
+                 f'(<span class="id">{f["record_id"]}</span>)' for f in items]
+        parts.append(f"<h3>{escape(title)}</h3>" + _li(lines, ""))
+    if len(parts) == 1:
+        parts.append("<p>No findings recorded.</p>")
+    return "".join(parts) + "</section>"
+
+
+def _risks(doc: dict[str, Any]) -> str:
+    return ('<section id="risks"><h2>Open risks</h2>'
+            + _li([escape(words.risk_line(r)) for r in doc["risks"]], "None recorded.")
+            + "</section>")
+
+
+def _card(kind: str, c: dict[str, Any]) -> str:
+    title = "private hypothesis" if c["private"] else c["title"]
+    meta = [words.label(c), words.STATE_WORDS[c["state"]]]
+    heldout = c.get("heldout")
+    if heldout and not heldout["private"] and heldout["mean_delta"] is not None:
+        meta.append(f"held-out {heldout['verdict']}: mean change "
+                    f"{signed(heldout['mean_delta'])}")
+    if kind == "retirement" and c.get("reasons"):
+        meta.append("why: " + ", ".join(words.RETIRE_WORDS.get(r, r) for r in c["reasons"]))
+    if kind == "retry":
+        meta.append(f"{c['attempts_left']} attempt(s) left")
+    meta.append(f"rests on {len(c['rests_on'])} record(s)")
+    return (f'<a class="card" href="#{anchor(c)}" data-hypothesis="{escape(words.label(c))}" '
+            f'data-state="{escape(c["state"])}"><span class="title">{escape(title)}</span>'
+            + "".join(f'<span class="meta">{escape(m)}</span>' for m in meta) + "</a>")
+
+
+# The board's columns: what is worth merging (promoted, or a candidate awaiting its decision),
+# what failed clearly (retired, or a candidate for it), and what needs another executor turn.
+COLUMNS = (("promotion", "Worth merging", "promoted, or every gate passed and awaiting a decision"),
+           ("retirement", "Failed clearly", "retired, or a candidate for retirement: negative "
+                                            "results that save future search"),
+           ("retry", "Needs another turn", "unscored attempts that need another bounded "
+                                           "executor turn"))
+
+
+def _columns(doc: dict[str, Any]) -> str:
+    decided = {"promotion": doc["promoted"], "retirement": doc["retired"], "retry": []}
+    parts = ['<section id="candidates"><h2>Candidates</h2><div class="columns">']
+    for kind, title, meaning in COLUMNS:
+        items = decided[kind] + doc["candidates"][kind]
+        cards = "".join(_card(kind, c) for c in items)
+        parts.append(f'<div class="column {kind}" id="{kind}-candidates" data-column="{kind}">'
+                     f"<h2>{title}</h2><p class=\"meaning\">{meaning}</p>"
+                     + (cards or '<p class="empty">None.</p>') + "</div>")
+    return "".join(parts) + "</div></section>"
+
+
+def _frontier(doc: dict[str, Any]) -> str:
+    rows = "".join(
+        f"<tr><td>{escape(words.label(h))}</td><td>{escape(h['state'])}</td>"
+        f"<td>{escape(', '.join(f'{g} {s}' for g, s in h['gates'].items()) or '-')}</td></tr>"
+        for h in doc["hypotheses"])
+    return ('<section id="frontier"><h2>The frontier</h2><div class="scroll"><table>'
+            "<tr><th>hypothesis</th><th>state</th><th>required gates</th></tr>"
+            + (rows or '<tr><td colspan="3">No hypotheses yet.</td></tr>')
+            + "</table></div></section>")
+
+
+def _graph(doc: dict[str, Any], graph: dict[str, Any]) -> str:
+    node_of = {n["record_id"]: n["id"] for n in graph["nodes"] if n["kind"] == "hypothesis"}
+    rows = [{"node": node_of[h["key"]], "parent_node": node_of.get(h["parent"] or ""),
+             "depth": h["depth"], "state": h["state"]} for h in doc["hypotheses"]]
+    names = {node_of[h["key"]]: words.label(h) + ("" if h["private"] else f": {h['title']}")
+             for h in doc["hypotheses"]}
+    return ('<section id="graph"><h2>The evidence graph</h2><p>Each box is a hypothesis '
+            "(its border colour is its state); each dot a record about it.</p>"
+            f'<div class="scroll">{svg.render(graph, rows, names)}</div></section>')
+
+
+def render_story(doc: dict[str, Any]) -> str:
+    """The case story as one self-contained HTML page."""
+    return _page(doc["first_screen"]["title"], [
+        _first_screen(doc), _question(doc), _tree(doc), _evidence(doc), _outcomes(doc),
+        _columns(doc), _findings(doc), _risks(doc)])
+
+
+def render_board(doc: dict[str, Any], graph: dict[str, Any], extra_head: str = "") -> str:
+    """The board: the first screen, three candidate columns, the graph picture, the frontier
+    and the evidence each card links to."""
+    return _page(doc["first_screen"]["title"], [
+        _first_screen(doc), _columns(doc), _graph(doc, graph), _frontier(doc), _outcomes(doc),
+        _evidence(doc), _risks(doc)], extra_head)

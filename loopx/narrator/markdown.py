@@ -1,0 +1,149 @@
+"""The case story as Markdown. Every text from a record is escaped, so a title cannot add
+links, images or headings of its own."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from loopx.narrator import words
+from loopx.narrator.story import number
+
+# An underscore inside a word never starts emphasis, so ids like rec_... stay readable.
+_SPECIAL = re.compile(r"([\\`*\[\]<>#|!~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+
+
+def md(text: Any) -> str:
+    """Text safe to place in Markdown: special characters escaped, on one line."""
+    return _SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
+
+
+def render(doc: dict[str, Any]) -> str:
+    """The story document as Markdown."""
+    screen = doc["first_screen"]
+    action = screen["primary_action"]
+    out = [f"# {md(screen['title'])}", "", f"> {md(screen['headline'])}", "",
+           f"[{md(action['label'])}]({action['href']})", "",
+           f"_{md(words.anchor_line(doc['anchor']))}_ Check a copy of the log against it "
+           f"with `{words.verify_command(doc['anchor'])}`.", ""]
+    out += _question(doc["contract"], doc["campaign"])
+    out += _tried(doc["hypotheses"])
+    out += _evidence(doc["hypotheses"])
+    out += _outcomes(doc)
+    out += _candidates(doc["candidates"])
+    out += _findings(doc["findings"])
+    out += ["## Open risks", '<a id="risks"></a>', ""]
+    out += [f"- {md(words.risk_line(r))}" for r in doc["risks"]] or ["- None recorded."]
+    out.append("")
+    return "\n".join(out)
+
+
+def _question(contract: dict[str, Any] | None, campaign: dict[str, Any]) -> list[str]:
+    out = ["## The question", ""]
+    if contract is None:
+        return out + ["No research contract has been written yet.", ""]
+    if contract["private"]:
+        return out + [f"The contract ({contract['record_id']}) is private.", ""]
+    m = contract["metric"]
+    out += [f"**{md(contract['question'])}**", "", md(contract["prompt"]), "",
+            f"- Metric: {md(m['name'])} ({m['direction']}), baseline {number(m['baseline'])}, "
+            f"minimum change {number(m['min_delta'])}, seeds "
+            f"{md('[' + ', '.join(number(s) for s in m['seeds']) + ']')}",
+            f"- Rule: {md(contract['rule'])} at alpha {number(contract['alpha'])}; dev split "
+            f"{md(contract['splits']['dev'])}, held-out split {md(contract['splits']['heldout'])}",
+            f"- Contract version {contract['version']} ({contract['record_id']}); campaign "
+            f"{campaign['state']}" + (f", stopped on {md(', '.join(campaign['stop_reasons']))}"
+                                      if campaign["stop_reasons"] else ""), ""]
+    return out
+
+
+def _tried(hypotheses: list[dict[str, Any]]) -> list[str]:
+    out = ["## What was tried", "", "Each line is a hypothesis: an idea under test, not a result. "
+           "Refinements sit under the hypothesis they refine.", ""]
+    for h in hypotheses:
+        indent = "  " * h["depth"]
+        if h["private"]:
+            out.append(f"{indent}- {md(words.label(h))}: {words.STATE_WORDS[h['state']]}")
+            continue
+        out.append(f"{indent}- Hypothesis {md(h['hypothesis_id'])}: {md(h['title'])} "
+                   f"(family {md(h['mechanism_family'])}, proposed by {md(h['proposed_by'])}); "
+                   f"{words.STATE_WORDS[h['state']]} ([evidence](#{anchor(h)}))")
+    return out + ([""] if hypotheses else ["No hypotheses yet.", ""])
+
+
+def anchor(item: dict[str, Any]) -> str:
+    """The in-page anchor of a hypothesis' evidence section."""
+    return f"ev-{item['key'][4:16]}"
+
+
+def _evidence(hypotheses: list[dict[str, Any]]) -> list[str]:
+    out = ["## Evidence", '<a id="evidence"></a>', ""]
+    for h in hypotheses:
+        out += [f"### {md(words.label(h))}", f'<a id="{anchor(h)}"></a>', ""]
+        if h["private"]:
+            out += [f"Record {h['record_id']} is private; its evidence is not published.", ""]
+            continue
+        out += [f"- {md(line)}" for line in words.evidence_lines(h)]
+        out.append("")
+    return out
+
+
+def _outcomes(doc: dict[str, Any]) -> list[str]:
+    out = ["## What was promoted, and why", '<a id="promoted"></a>', ""]
+    for item in doc["promoted"]:
+        out.append(f"- {md(words.label(item))}"
+                   + ("" if item["private"] else f": {md(item['title'])}"))
+        if item["heldout"]:
+            out.append(f"  - {md(words.judgement_line(item['heldout']))}")
+        if item["dev"]:
+            out.append(f"  - {md(words.judgement_line(item['dev']))}")
+        out.append(f"  - {md(words.decision_line(item['decision']) or 'no decision')}")
+    if not doc["promoted"]:
+        out.append("- Nothing has been promoted.")
+    out += ["", "## What was retired, and why", "",
+            "Negative results are results: each of these failed clearly, which saves future "
+            "search.", ""]
+    for item in doc["retired"]:
+        out.append(f"- {md(words.label(item))}"
+                   + ("" if item["private"] else f": {md(item['title'])}")
+                   + f" ({md(words.decision_line(item['decision']) or 'no decision')})")
+    if not doc["retired"]:
+        out.append("- Nothing has been retired.")
+    return out + [""]
+
+
+def _candidates(found: dict[str, list[dict[str, Any]]]) -> list[str]:
+    out = ["## Candidates", '<a id="candidates"></a>', ""]
+    for kind in ("promotion", "retirement", "retry"):
+        title, meaning = words.CANDIDATE_WORDS[kind]
+        out += [f"### {title}", "", f"_{meaning}._", ""]
+        for c in found[kind]:
+            extra = (f"; reasons: {', '.join(c['reasons'])}" if kind == "retirement" else
+                     f"; {c['attempts_left']} attempt(s) left after {c['packet_id']}"
+                     if kind == "retry" else "")
+            title_text = "" if c["private"] else f": {md(c['title'])}"
+            out.append(f"- {md(words.label(c))}{title_text} ([evidence](#{anchor(c)})){extra}; "
+                       f"rests on {', '.join(c['rests_on'])}")
+        if not found[kind]:
+            out.append("- None.")
+        out.append("")
+    return out
+
+
+def _findings(groups: dict[str, list[dict[str, Any]]]) -> list[str]:
+    out = ["## Findings", ""]
+    for group, title in words.GROUP_WORDS.items():
+        items = groups.get(group, [])
+        if not items:
+            continue
+        out += [f"### {title}", ""]
+        for f in items:
+            if f["private"]:
+                out.append(f"- A private {f['kind'].replace('_', ' ')} ({f['record_id']})")
+            else:
+                out.append(f"- {f['kind'].replace('_', ' ').capitalize()} "
+                           f"{md(f['finding_id'])}: {md(f['statement'])} ({f['record_id']})")
+        out.append("")
+    if len(out) == 2:
+        out += ["No findings recorded.", ""]
+    return out

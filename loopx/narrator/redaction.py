@@ -1,0 +1,188 @@
+"""The redaction gate: nothing the narrator renders is written if it holds a secret-shaped value,
+a private path, a raw log excerpt or a private field. It fails closed and has no override.
+
+Two passes. Every free text the story quotes is scanned with the record and field it came from,
+so each finding names them. Then the rendered output itself is scanned, with the typed values
+the story allow-listed (record ids, sha256 digests, git commit ids: checked against their type
+when the story was built, never recognised by pattern) masked out, and searched for the values
+of private fields and private records, which the story never reads.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from loopx.errors import RedactionBlocked
+from loopx.narrator.story import Story
+from loopx.secrets import secret_kind
+
+View = dict[str, Any]
+
+PRIVATE_PATHS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("a home directory path", re.compile(
+        r"(?<![\w.\-])(?:/home|/Users|/root|/var/folders|/private/var)(?:/|\b)")),
+    ("a home directory path", re.compile(r"(?i)\b[A-Z]:\\(?:Users|Documents and Settings)\\")),
+    ("a home directory path", re.compile(r"(?<![\w/.\-])~/")),
+    ("a temporary directory path", re.compile(r"(?<![\w.\-])/(?:var/)?tmp/")),
+    ("a workspace-internal path", re.compile(r"(?<![\w\-])\.loopx(?:/|\\)")),
+)
+LOG_EXCERPTS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("a raw log excerpt (a traceback)", re.compile(r"Traceback \(most recent call last\)")),
+    ("a raw log excerpt (a stack frame)", re.compile(r'File "[^"\n]+", line \d+')),
+    ("a raw log excerpt (a stack frame)", re.compile(r"^\s+at \S+ \(\S+:\d+:\d+\)", re.M)),
+    ("a raw log excerpt (a log record)", re.compile(r'"(?:prev_hash|batch_end|capability)"\s*:')),
+    ("a raw log excerpt (a log line)", re.compile(
+        r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}\S*\]?\s+\[?"
+        r"(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL)\b")),
+)
+# A private value shorter than this is too likely to occur in ordinary words to search for;
+# paths are searched from four characters.
+MIN_PRIVATE = 10
+
+
+def problems_in(text: str, roots: tuple[str, ...] = ()) -> list[str]:
+    """Every reason ``text`` may not be published (empty: it may)."""
+    found: list[str] = []
+    what = secret_kind(text)
+    if what:
+        found.append(f"looks like {what}")
+    for what, pattern in PRIVATE_PATHS + LOG_EXCERPTS:
+        if pattern.search(text) and what not in found:
+            found.append(what)
+    if any(root in text for root in roots):
+        found.append("a path inside this workspace or home")
+    return found
+
+
+def private_roots(workspace_root: Path | None) -> tuple[str, ...]:
+    """Absolute paths whose mention is private: the workspace (as given and resolved) and the
+    home directory."""
+    roots = {str(Path.home())}
+    if workspace_root is not None:
+        roots |= {str(workspace_root), str(workspace_root.resolve())}
+    return tuple(sorted(r for r in roots if len(r) > 4))
+
+
+def private_fields(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """The dotted paths of a record model's fields marked ``private`` in their schema."""
+    out: list[str] = []
+    for name, info in model.model_fields.items():
+        path = f"{prefix}{name}"
+        extra = info.json_schema_extra
+        if isinstance(extra, dict) and extra.get("private"):
+            out.append(path)
+        for arg in _model_types(info.annotation):
+            out += private_fields(arg, f"{path}.")
+    return out
+
+
+def _model_types(annotation: Any) -> Iterator[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        yield annotation
+    for arg in getattr(annotation, "__args__", ()):
+        yield from _model_types(arg)
+
+
+def _get(doc: Any, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(doc, dict):
+            return None
+        doc = doc.get(part)
+    return doc
+
+
+def private_values(view: View) -> list[tuple[str, str, str]]:
+    """(record id, field, value) for every private value the folded state holds: private fields
+    of the contract, the text of records marked private, and private kinds' free text."""
+    from loopx.records.contract import ResearchContractV0
+
+    out: list[tuple[str, str, str]] = []
+
+    def add(record_id: str, name: str, value: Any) -> None:
+        if isinstance(value, str):
+            out.append((record_id, name, value))
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                add(record_id, f"{name}.{key}", item)
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                add(record_id, f"{name}.{i}", item)
+
+    contract_private = private_fields(ResearchContractV0)
+    for version in view["campaign"]["versions"]:
+        for path in contract_private:
+            add(version["record_id"], path, _get(version, path))
+        if version.get("visibility") == "private":
+            add(version["record_id"], "objective", version["objective"])
+    for hid, h in view["hypotheses"].items():
+        if h.get("visibility") == "private":
+            for name in ("title", "mechanism_family"):
+                add(h["record_id"], name, h[name])
+            add(h["record_id"], "hypothesis_id", hid)
+        for j in h["judgements"].values():
+            if j.get("visibility") == "private":
+                add(j["event_id"], "metric", j["metric"])
+    for p in view["packets"].values():
+        if p.get("visibility") == "private":
+            add(p["packet_id"], "branch", p["branch"])
+    for d in view["decisions"].values():
+        if d.get("visibility") == "private":
+            add(d["record_id"], "decision_id", d["decision_id"])
+            add(d["record_id"], "note", d.get("note"))
+        if d["approval"] is not None:
+            add(d["approval"]["record_id"], "note", d["approval"]["note"])
+    for f in view["findings"].values():
+        if f.get("visibility") == "private":
+            add(f["record_id"], "statement", f["statement"])
+    for p in view["proposals"].values():
+        for name in ("name", "reason", "arguments"):
+            add(p["record_id"], name, p[name])
+        if p["approval"] is not None:
+            add(p["approval"]["record_id"], "note", p["approval"]["note"])
+    return out
+
+
+def _long_enough(value: str) -> bool:
+    value = value.strip()
+    return len(value) >= MIN_PRIVATE or (("/" in value or "\\" in value) and len(value) >= 4)
+
+
+def findings(story: Story, output: str, view: View,
+             roots: tuple[str, ...] = ()) -> list[dict[str, str | None]]:
+    """Every redaction finding for ``output`` rendered from ``story`` (empty: publishable)."""
+    found: list[dict[str, str | None]] = []
+    seen: set[tuple[str | None, str, str]] = set()
+
+    def report(record_id: str | None, name: str, problem: str) -> None:
+        if (record_id, name, problem) not in seen:
+            seen.add((record_id, name, problem))
+            found.append({"record_id": record_id, "field": name, "problem": problem})
+
+    for quoted in story.quoted:
+        for problem in problems_in(quoted.value, roots):
+            report(quoted.record_id, quoted.field, problem)
+    texts = {output, html.unescape(output)}
+    for record_id, name, value in private_values(view):
+        if _long_enough(value) and any(value.strip() in text for text in texts):
+            report(record_id, name, "the value of a private field")
+    if not found:
+        # Whatever the template or the numbers added: scanned with typed ids masked.
+        for text in texts:
+            for value in sorted(story.safe, key=len, reverse=True):
+                text = text.replace(value, "#")
+            for problem in problems_in(text, roots):
+                report(None, "output", problem)
+    return found
+
+
+def check(story: Story, output: str, view: View, roots: tuple[str, ...] = ()) -> None:
+    """Raise :class:`RedactionBlocked` listing every finding, if there is any."""
+    found = findings(story, output, view, roots)
+    if found:
+        raise RedactionBlocked(found)

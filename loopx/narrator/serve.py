@@ -1,0 +1,93 @@
+"""``loopx board --serve``: the board on localhost, rendered afresh (both gates included) for
+every request, and reloaded by the page itself when the log's head moves.
+
+Serving appends nothing: it is a local view, not a publication. Only the served page carries a
+script (it asks ``/head`` of the same server every two seconds); a published board has none.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from collections.abc import Callable
+from html import escape
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING
+
+from loopx.errors import LoopxError
+
+if TYPE_CHECKING:
+    from loopx.workspace import Workspace
+
+POLL_MS = 2000
+
+
+def _reloader(head_seq: int) -> str:
+    return ("<script>(function(){var seen=%d;function poll(){fetch('/head',{cache:'no-store'})"
+            ".then(function(r){return r.json()}).then(function(h){if(h.head_seq!==seen)"
+            "{location.reload()}}).catch(function(){}).finally(function(){setTimeout(poll,%d)})}"
+            "setTimeout(poll,%d)})();</script>" % (head_seq, POLL_MS, POLL_MS))
+
+
+def make_server(workspace: Workspace, host: str = "127.0.0.1", port: int = 0
+                ) -> ThreadingHTTPServer:
+    """A server for the workspace's board; ``port`` 0 picks a free one."""
+    from loopx.narrator.publish import render
+
+    ledger = workspace.ledger()
+    lock = threading.Lock()  # one ledger, read by one request at a time
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the http.server API)
+            path = self.path.split("?", 1)[0]
+            with lock:
+                if path == "/head":
+                    self._send(200, "application/json",
+                               json.dumps({"head_seq": ledger.state().seq}))
+                    return
+                if path not in ("/", "/index.html"):
+                    self._send(404, "text/plain; charset=utf-8", "not found\n")
+                    return
+                try:
+                    seq = ledger.state().seq
+                    rendered = render(ledger, "board", "html", workspace_root=workspace.root,
+                                      extra_head=_reloader(seq))
+                except LoopxError as exc:
+                    # The gate's message names records and fields, never the values.
+                    body = (f"<!DOCTYPE html><meta charset=\"utf-8\"><title>board withheld"
+                            f"</title><pre>{escape(exc.message)}</pre>{_reloader(-1)}")
+                    self._send(503, "text/html; charset=utf-8", body)
+                    return
+            self._send(200, "text/html; charset=utf-8", rendered.text)
+
+        def _send(self, status: int, kind: str, body: str) -> None:
+            data = body.encode("utf-8")
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            pass
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    return server
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def serve(workspace: Workspace, port: int, announce: Callable[[str], None]) -> None:
+    """Serve the board on localhost until interrupted (Ctrl-C or SIGTERM)."""
+    signal.signal(signal.SIGTERM, _interrupt)
+    server = make_server(workspace, port=port)
+    announce(f"http://127.0.0.1:{server.server_address[1]}/")
+    try:
+        server.serve_forever(poll_interval=0.2)
+    finally:
+        server.server_close()

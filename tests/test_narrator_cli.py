@@ -1,0 +1,168 @@
+"""`loopx story`, `loopx board` (and `--serve`) and `loopx preview` as a user runs them: real
+processes on a file workspace, JSON output, exit codes, and nothing written on a refusal."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import head_seq as head
+from helpers import run_loopx as loopx
+
+from loopx.agents import register_agent
+from loopx.checks import Credentials
+from loopx.decisions import decide
+from loopx.testing.research import CONTRACT, ResearchLoop
+from loopx.workspace import find_workspace, init_workspace
+
+AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> dict[str, Any]:
+    root = tmp_path / "ws"
+    root.mkdir()
+    workspace, owner_token = init_workspace(root, "narr-cli")
+    ledger = workspace.ledger()
+    owner = Credentials("owner", owner_token)
+    r = ResearchLoop(ledger, owner)
+    r.contract(CONTRACT)
+    r.supported("h1", [0.93, 0.94, 0.95], [0.92, 0.93, 0.94], title="Wider hidden layer")
+    decide(ledger, r.agents["ev"], "h1", "promoted", decision_id="d1")
+    _, narrator = register_agent(ledger, owner, "narr", "product_narrator")
+    ledger.store.close()
+    return {"root": root, "out": tmp_path, "owner": owner_token, "narr": narrator,
+            "r": r}
+
+
+def test_story_prints_and_records_nothing(ws: dict[str, Any]) -> None:
+    before = head(ws["root"])
+    result = loopx(ws["root"], "story")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("# Research case\n")
+    assert "## What was promoted, and why" in result.stdout
+    assert "first screen held back" in result.stderr
+    as_json = json.loads(loopx(ws["root"], "story", "--format", "html", "--json").stdout)
+    assert as_json["text"].startswith("<!DOCTYPE html>")
+    assert as_json["head"]["seq"] == before
+    assert as_json["first_screen"]["status"] == "held_back"
+    assert head(ws["root"]) == before
+
+
+def test_publish_preview_approve_publish_and_verify_the_anchor(ws: dict[str, Any]) -> None:
+    root, out = ws["root"], ws["out"]
+    story = out / "story.md"
+    first = loopx(root, "story", "--out", str(story), "--agent-id", "narr", "--json",
+                  token=ws["narr"])
+    assert first.returncode == 0, first.stdout + first.stderr
+    published = json.loads(first.stdout)
+    assert published["first_screen"]["status"] == "held_back"
+    assert published["output_sha256"] == __import__("hashlib").sha256(
+        story.read_bytes()).hexdigest()
+
+    shown = loopx(root, "preview", "--agent-id", "narr", "--preview-id", "pv-1",
+                  token=ws["narr"])
+    assert shown.returncode == 0, shown.stderr
+    assert "headline: Promoted: Wider hidden layer." in shown.stdout
+    pending = json.loads(loopx(root, "approvals", "--json").stdout)
+    assert any(p["subject"] == {"kind": "preview", "id": "pv-1"} for p in pending["pending"])
+    approved = loopx(root, "approve", "pv-1", "--note", "reviewed", "--agent-id", "owner",
+                     token=ws["owner"])
+    assert approved.returncode == 0, approved.stderr
+
+    second = loopx(root, "story", "--out", str(story), "--agent-id", "narr", token=ws["narr"])
+    assert second.returncode == 0, second.stderr
+    assert "first screen approved change" in second.stdout
+    text = story.read_text()
+    assert text.startswith("# digits\n\n> Promoted: Wider hidden layer.")
+    board = out / "board.html"
+    assert loopx(root, "board", "--out", str(board), "--agent-id", "narr",
+                 token=ws["narr"]).returncode == 0
+    assert "Promoted: Wider hidden layer." in board.read_text()
+
+    anchor = re.search(r"loopx verify --expect (\d+:[0-9a-f]{64})", text).group(1)
+    checked = loopx(root, "verify", "--expect", anchor, "--json")
+    assert checked.returncode == 0, checked.stdout
+    assert json.loads(checked.stdout)["ok"] is True
+
+
+def test_a_planted_secret_blocks_publication_and_is_never_echoed(ws: dict[str, Any]) -> None:
+    root = ws["root"]
+    ledger = find_workspace(root).ledger()
+    r: ResearchLoop = ws["r"]
+    r.ledger = ledger
+    r.propose("h-leak", title=f"reuse {AWS_KEY} from the lab")
+    record_id = ledger.state()["lanes"]["hypotheses"]["h-leak"]["record_id"]
+    ledger.store.close()
+    before = head(root)
+    story = ws["out"] / "story.md"
+    result = loopx(root, "story", "--out", str(story), "--agent-id", "narr", "--json",
+                   token=ws["narr"])
+    assert result.returncode == 10
+    error = json.loads(result.stdout)
+    assert error["error"] == "redaction"
+    assert {"record_id": record_id, "field": "title",
+            "problem": "looks like an AWS access key id"} in error["findings"]
+    assert AWS_KEY not in result.stdout + result.stderr
+    assert not story.exists() and head(root) == before
+    text = loopx(root, "board")
+    assert text.returncode == 10 and text.stdout == ""
+    assert f"{record_id} title: looks like an AWS access key id" in text.stderr
+    assert "Traceback" not in text.stderr and AWS_KEY not in text.stderr
+
+
+def test_bad_requests_are_usage_errors_and_write_nothing(ws: dict[str, Any]) -> None:
+    root = ws["root"]
+    before = head(root)
+    no_agent = loopx(root, "story", "--out", str(ws["out"] / "s.md"), "--json")
+    assert no_agent.returncode == 2
+    assert "--agent-id" in json.loads(no_agent.stdout)["message"]
+    assert loopx(root, "story", "--format", "pdf").returncode == 2
+    missing_dir = loopx(root, "story", "--out", str(ws["out"] / "no" / "s.md"),
+                        "--agent-id", "narr", token=ws["narr"])
+    assert missing_dir.returncode == 2 and "does not exist" in missing_dir.stderr
+    both = loopx(root, "board", "--serve", "--out", "b.html")
+    assert both.returncode == 2
+    wrong_role = loopx(root, "story", "--out", str(ws["out"] / "s.md"), "--agent-id", "owner",
+                       token=ws["owner"])
+    assert wrong_role.returncode == 7, wrong_role.stderr
+    assert head(root) == before and sorted(p.name for p in ws["out"].iterdir()) == ["ws"]
+
+
+def test_board_serve_refreshes_as_the_log_grows(ws: dict[str, Any]) -> None:
+    root = ws["root"]
+    env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_TOKEN", "LOOPX_AGENT_ID")}
+    server = subprocess.Popen([sys.executable, "-m", "loopx.cli", "-C", str(root), "board",
+                               "--serve", "--port", "0", "--json"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        url = json.loads(server.stdout.readline())["url"]
+        assert url.startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(url, timeout=30) as page:
+            html = page.read().decode()
+        assert 'data-column="promotion"' in html and "fetch('/head'" in html
+        with urllib.request.urlopen(url + "head", timeout=30) as answer:
+            seen = json.loads(answer.read())["head_seq"]
+        assert seen == head(root)
+        ledger = find_workspace(root).ledger()
+        r: ResearchLoop = ws["r"]
+        r.ledger = ledger
+        r.propose("h-new", title="A newer idea")
+        ledger.store.close()
+        with urllib.request.urlopen(url + "head", timeout=30) as answer:
+            assert json.loads(answer.read())["head_seq"] == head(root) > seen
+        with urllib.request.urlopen(url, timeout=30) as page:
+            assert "A newer idea" in page.read().decode()
+    finally:
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=30) == 0
+        server.stdout.close()
+        server.stderr.close()

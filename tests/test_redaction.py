@@ -1,0 +1,287 @@
+"""The redaction gate: a corpus of secrets, private paths and raw log excerpts planted in every
+record field the narrator reads. None reaches the output; each is reported with its record id
+and field, and never echoed. Fields whose kind refuses secret-shaped values at write are shown
+to refuse them, so those can never reach the narrator. The narrator's own ids and digests, and
+a clean campaign, pass."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from narrator_support import EVALUATED_COMMIT, Fixed, fixed_campaign
+
+from loopx.actions import decide_approval
+from loopx.checks import Credentials
+from loopx.claims import should_run
+from loopx.decisions import decide
+from loopx.errors import RecordRejected, RedactionBlocked
+from loopx.findings import add_finding
+from loopx.narrator import redaction
+from loopx.narrator.first_screen import screen_sha256
+from loopx.narrator.publish import preview, publish, render
+from loopx.narrator.story import Story, _Reader, build
+from loopx.research import propose_hypothesis
+from loopx.testing.research import CONTRACT
+from loopx.todos import add_todos
+
+# Secret-shaped values that fit an identifier field too (letters, digits, _ . : -).
+ID_SECRETS = {
+    "aws": "AKIAIOSFODNN7EXAMPLE",
+    "github": "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+    "slack": "xoxb-1234567890-abcdefghijk",
+    "api_key": "sk-ant-abcdEFGH1234ijklMNOP5678qrst",
+    "entropy": "Zx9Qw8Er7Ty6Ui5Op4As3Df2Gh1Jk0LmNbVcXz",
+}
+SECRETS = {
+    **ID_SECRETS,
+    "private_key": "-----BEGIN RSA PRIVATE KEY-----",
+    "url_password": "https://bob:hunter2@example.com/data",
+    "assignment": "password=correct-horse-battery",
+}
+PATHS = {
+    "home": "/home/alice/experiments/run1",
+    "mac_home": "/Users/carol/data/set",
+    "tilde": "~/notes/ideas.txt",
+    "windows": "C:\\Users\\dave\\runs",
+    "workspace": "see .loopx/log/segment-1.jsonl",
+    "tmp": "/tmp/scratch/out.bin",
+}
+LOGS = {
+    "traceback": "Traceback (most recent call last):",
+    "frame": 'File "train.py", line 12, in main',
+    "log_line": "2026-12-01T10:00:00Z ERROR out of memory",
+    "record": '{"prev_hash": "00", "seq": 3}',
+}
+FREE_TEXT = {**SECRETS, **PATHS, **LOGS}
+# Governance kinds (contract, decision, finding) refuse secrets at write; the rest can hold them.
+UNCHECKED_TEXT = {**PATHS, **LOGS}
+SURFACES = (("story", "md"), ("story", "html"), ("board", "html"))
+
+
+def blocked(f: Fixed, planted: str, record_id: str, field: str) -> None:
+    """Every surface refuses, reporting (record_id, field), never the value."""
+    for surface, fmt in SURFACES:
+        with pytest.raises(RedactionBlocked) as caught:
+            render(f.c.ledger, surface, fmt)
+        found = caught.value.findings
+        assert any(x["record_id"] == record_id and x["field"] == field for x in found), found
+        shown = caught.value.message + json.dumps(caught.value.to_json())
+        assert planted not in shown
+
+
+def hypothesis_record(f: Fixed, hypothesis_id: str) -> str:
+    return f.view()["hypotheses"][hypothesis_id]["record_id"]
+
+
+@pytest.mark.parametrize("name", sorted(FREE_TEXT))
+def test_planted_in_a_hypothesis_title(name: str) -> None:
+    f = fixed_campaign()
+    planted = FREE_TEXT[name]
+    f.r.propose("h-planted", title=f"an idea {planted} here")
+    blocked(f, planted, hypothesis_record(f, "h-planted"), "title")
+
+
+@pytest.mark.parametrize("name", sorted(ID_SECRETS))
+@pytest.mark.parametrize("field", ["hypothesis_id", "mechanism_family"])
+def test_planted_in_a_hypothesis_identifier(field: str, name: str) -> None:
+    f = fixed_campaign()
+    planted = ID_SECRETS[name]
+    if field == "hypothesis_id":
+        f.r.propose(planted)
+        blocked(f, planted, hypothesis_record(f, planted), "hypothesis_id")
+    else:
+        f.r.propose("h-planted", mechanism=planted)
+        blocked(f, planted, hypothesis_record(f, "h-planted"), "mechanism_family")
+
+
+@pytest.mark.parametrize("name", sorted(ID_SECRETS))
+def test_planted_in_the_proposing_agents_id(name: str) -> None:
+    from loopx.agents import register_agent
+
+    f = fixed_campaign()
+    planted = ID_SECRETS[name]
+    _, token = register_agent(f.c.ledger, f.c.owner, planted, "hypothesis_proposer")
+    creds = Credentials(planted, token)
+    add_todos(f.c.ledger, f.c.owner, [{"todo_id": "p-x", "title": "propose",
+                                       "role": "hypothesis_proposer",
+                                       "action_kind": "propose_hypothesis",
+                                       "assigned_to": planted}])
+    got = should_run(f.c.ledger, planted, claim=True, creds=creds)
+    propose_hypothesis(f.c.ledger, creds, {
+        "hypothesis_id": "h-agent", "title": "t", "statement": "s", "mechanism_family": "m",
+        "no_grounding_reason": "test"}, under=(got["todo"]["todo_id"], got["todo"]["epoch"]))
+    blocked(f, planted, hypothesis_record(f, "h-agent"), "agent_id")
+
+
+@pytest.mark.parametrize("name", sorted(FREE_TEXT))
+def test_planted_in_a_packets_branch(name: str) -> None:
+    f = fixed_campaign()
+    planted = FREE_TEXT[name]
+    f.r.propose("h-planted")
+    packet = f.r.run("h-planted", "dev", [0.9, 0.91, 0.92], branch=f"b {planted}"[:256])
+    blocked(f, planted, packet, "branch")
+
+
+@pytest.mark.parametrize("name", sorted(UNCHECKED_TEXT))
+@pytest.mark.parametrize("field", ["objective.name", "objective.prompt"])
+def test_planted_in_the_contracts_question(field: str, name: str) -> None:
+    planted = UNCHECKED_TEXT[name]
+    objective = {**CONTRACT["objective"], field.split(".")[1]: f"about {planted} here"}
+    f = fixed_campaign({**CONTRACT, "objective": objective})
+    blocked(f, planted, f.view()["campaign"]["versions"][-1]["record_id"], field)
+
+
+@pytest.mark.parametrize("name", sorted(UNCHECKED_TEXT))
+def test_planted_in_a_decisions_note(name: str) -> None:
+    f = fixed_campaign()
+    planted = UNCHECKED_TEXT[name]
+    out = decide(f.c.ledger, f.r.agents["ev"], "h-norm", "promoted", note=f"n {planted}"[:512])
+    blocked(f, planted, f.view()["decisions"][out["decision_id"]]["record_id"], "note")
+
+
+@pytest.mark.parametrize("name", sorted(UNCHECKED_TEXT))
+def test_planted_in_a_findings_statement(name: str) -> None:
+    f = fixed_campaign()
+    planted = UNCHECKED_TEXT[name]
+    add_finding(f.c.ledger, f.r.agents["cur"], kind="risk", finding_id="f-planted",
+                statement=f"a risk: {planted}", evidence=[])
+    blocked(f, planted, f.view()["findings"]["f-planted"]["record_id"], "statement")
+
+
+@pytest.mark.parametrize("name", sorted(SECRETS))
+def test_governance_kinds_refuse_secrets_at_write(name: str) -> None:
+    """Contracts, decisions and findings refuse a secret before it is written, so the
+    narrator never sees one there."""
+    f = fixed_campaign()
+    head = f.c.head()
+    planted = SECRETS[name]
+    with pytest.raises(RecordRejected):
+        add_finding(f.c.ledger, f.r.agents["cur"], kind="risk", finding_id="f-secret",
+                    statement=f"a risk: {planted}", evidence=[])
+    with pytest.raises(RecordRejected):
+        decide(f.c.ledger, f.r.agents["ev"], "h-norm", "promoted", note=f"n {planted}")
+    assert f.c.head() == head
+
+
+def test_a_loopx_token_is_refused_in_every_field_at_write() -> None:
+    f = fixed_campaign()
+    head = f.c.head()
+    with pytest.raises(RecordRejected):
+        f.r.propose("h-token", title="lpx_" + "a" * 64)
+    assert f.c.head() == head + 2  # the proposer's todo and claim, not the hypothesis
+
+
+@pytest.mark.parametrize("name", sorted(FREE_TEXT))
+def test_planted_in_a_published_first_screen_that_would_be_kept(name: str) -> None:
+    """A first screen published earlier (here appended around the narrator, with an approved
+    preview) is quoted from its record when it is kept, and scanned like any other text."""
+    f = fixed_campaign()
+    planted = FREE_TEXT[name]
+    screen = {"title": f"t {planted}"[:200], "headline": "h",
+              "primary_action": {"label": "go", "href": "#evidence"}}
+    pin = {"first_screen": screen, "first_screen_sha256": screen_sha256(screen),
+           "head_seq": f.c.head(), "head_hash": f.c.ledger.store.head().hash}
+    f.c.ledger.append({"payload": {"preview_id": "pv-x", **pin}}, creds=f.narrator,
+                      kind="publication_preview_v0")
+    decide_approval(f.c.ledger, f.c.owner, "pv-x", approved=True, note="ok")
+    [pub] = f.c.ledger.append({"payload": {
+        "publication_id": "pub-x", "surface": "story", "format": "md", "output_sha256": "0" * 64,
+        "output_bytes": 1, "first_screen_status": "approved_change", "preview_id": "pv-x",
+        **pin}}, creds=f.narrator, kind="publication_v0")
+    blocked(f, planted, pub["record_id"], "first_screen.title")
+
+
+def test_nothing_is_written_when_the_gate_finds_something(tmp_path: Path) -> None:
+    f = fixed_campaign()
+    f.r.propose("h-planted", title=f"an idea {SECRETS['aws']}")
+    head = f.c.head()
+    out = tmp_path / "story.md"
+    with pytest.raises(RedactionBlocked):
+        publish(f.c.ledger, f.narrator, "story", "md", out)
+    with pytest.raises(RedactionBlocked):
+        preview(f.c.ledger, f.narrator)
+    assert list(tmp_path.iterdir()) == [] and f.c.head() == head
+
+
+# -- what passes ----------------------------------------------------------------------------
+
+def test_a_clean_campaign_with_ids_digests_and_commits_passes() -> None:
+    f = fixed_campaign()
+    for surface, fmt in SURFACES:
+        rendered = render(f.c.ledger, surface, fmt)
+        assert rendered.head_hash in rendered.text  # a sha256 digest
+        assert EVALUATED_COMMIT[:12] in rendered.text
+        assert hypothesis_record(f, "h-wide") in rendered.text  # a record id
+        assert redaction.findings(rendered.story, rendered.text, f.view()) == []
+
+
+def test_typed_values_are_allow_listed_by_type_not_by_pattern() -> None:
+    """Only a value of the type is exempt: the same slot holding anything else is quoted text,
+    so it is scanned."""
+    story = Story({})
+    reader = _Reader(story)
+    digest = "ab" * 32
+    assert reader.typed(digest, "sha256", "rec_x", "head_hash") == digest
+    assert digest in story.safe and story.quoted == []
+    reader.typed(SECRETS["aws"], "record_id", "rec_x", "packet_ids")
+    assert SECRETS["aws"] not in story.safe
+    assert [(q.record_id, q.field) for q in story.quoted] == [("rec_x", "packet_ids")]
+    assert redaction.problems_in(SECRETS["aws"]) == ["looks like an AWS access key id"]
+
+
+def test_the_workspace_path_and_home_are_private(tmp_path: Path) -> None:
+    roots = redaction.private_roots(tmp_path)
+    assert "a path inside this workspace or home" in redaction.problems_in(
+        f"output in {tmp_path}/runs", roots)
+    assert redaction.problems_in("output in runs/42", roots) == []
+
+
+# -- private records and fields -------------------------------------------------------------
+
+def test_a_private_hypothesis_is_named_by_record_id_and_never_quoted() -> None:
+    f = fixed_campaign()
+    under = f.r.proposer_todo("h-private")
+    [record] = f.c.ledger.append({
+        "todo_id": under[0], "epoch": under[1], "visibility": "private",
+        "payload": {"hypothesis_id": "h-private", "title": "Secret direction zeta-42",
+                    "statement": "s", "mechanism_family": "secretfamily",
+                    "claimed_by": "prop", "no_grounding_reason": "test"}},
+        creds=f.r.agents["prop"], kind="research_hypothesis_v0")
+    for surface, fmt in SURFACES:
+        text = render(f.c.ledger, surface, fmt).text.replace("\\", "")
+        assert "zeta-42" not in text and "secretfamily" not in text and "h-private" not in text
+        assert f"private hypothesis {record['record_id']}" in text
+
+
+def test_private_fields_are_never_read_and_a_leak_is_reported() -> None:
+    f = fixed_campaign()
+    location = CONTRACT["evaluation"]["heldout"]["location"]
+    contract_id = f.view()["campaign"]["versions"][-1]["record_id"]
+    for surface, fmt in SURFACES:
+        assert location not in render(f.c.ledger, surface, fmt).text
+    # Were a renderer to leak it, the output pass reports the contract's private field.
+    story = build(f.view(), f.c.head(), f.c.ledger.store.head().hash)
+    found = redaction.findings(story, f"data at {location}", f.view())
+    assert {"record_id": contract_id, "field": "evaluation.heldout.location",
+            "problem": "the value of a private field"} in found
+
+
+def test_the_private_fields_are_the_ones_marked_in_the_schema() -> None:
+    from loopx.records.contract import ResearchContractV0
+
+    assert redaction.private_fields(ResearchContractV0) == [
+        "evaluation.dev.location", "evaluation.heldout.location"]
+
+
+def test_an_owners_approval_note_never_reaches_the_output() -> None:
+    f = fixed_campaign()
+    note = "private reasoning about the lab budget"
+    out = decide(f.c.ledger, f.r.agents["ev"], "h-norm", "promoted")
+    decide_approval(f.c.ledger, f.c.owner, out["decision_id"], approved=True, note=note)
+    story = build(f.view(), f.c.head(), f.c.ledger.store.head().hash)
+    text = render(f.c.ledger, "story", "md").text
+    assert note not in text and "the owner approved it" in text
+    found = redaction.findings(story, text + note, f.view())
+    assert [x["field"] for x in found] == ["note"]
