@@ -110,13 +110,16 @@ def _claim_records(ledger: Ledger, lanes: LaneState, who: Identity, todo_id: str
 
 def _event(ledger: Ledger, creds: Credentials, todo_id: str, epoch: int,
            payload: dict[str, Any], *, successors: bool = False,
-           skip: Any = None) -> list[Record]:
+           skip: Any = None, before: list[dict[str, Any]] | None = None) -> list[Record]:
     """Write one todo event for a held todo (checked before the lock), plus successor todos.
 
-    ``skip(todo, who)``, when it returns true under the lock, writes nothing (an idempotent
-    repeat).
+    ``before`` are drafts committed in the same batch ahead of the event (an attempt's evidence
+    and usage with its completion or failure: all of it lands, or none). ``skip(todo, who)``,
+    when it returns true under the lock, writes nothing (an idempotent repeat).
     """
     who = ledger.identify(creds)
+    drafts = [{"todo_id": todo_id, "epoch": epoch, **d} for d in before or []]
+    ahead = ledger.prepare(drafts, who) if drafts else []
     [event] = ledger.prepare({"todo_id": todo_id, "epoch": epoch, "payload": payload}, who,
                              kind="todo_event_v0")
 
@@ -124,7 +127,7 @@ def _event(ledger: Ledger, creds: Credentials, todo_id: str, epoch: int,
         todo = find_todo(lanes, todo_id)
         if skip is not None and skip(todo, who_now):
             return []
-        records = [event]
+        records = [*ahead, event]
         if successors and todo["holder"] == who_now.agent_id and todo["epoch"] == epoch:
             profile = lanes["profiles"].get(who_now.role, {})
             drafts = [{"schema_version": "todo_item_v0", "payload": p} for p in
@@ -164,9 +167,11 @@ def release(ledger: Ledger, creds: Credentials, todo_id: str, epoch: int,
 
 
 def complete(ledger: Ledger, creds: Credentials, todo_id: str, epoch: int,
-             result: dict[str, Any] | None = None) -> dict[str, Any]:
+             result: dict[str, Any] | None = None, *,
+             before: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Complete a held todo with its recorded result; the role's successor rules fire with it.
 
+    ``before``: drafts (evidence, usage) committed in the same batch, ahead of the completion.
     Repeating a completion that already landed (same agent, same epoch) writes nothing and
     reports it, so a client may retry safely.
 
@@ -178,22 +183,27 @@ def complete(ledger: Ledger, creds: Credentials, todo_id: str, epoch: int,
                 and todo.get("last_holder") == who.agent_id)
 
     payload: dict[str, Any] = {"event": "completed", "result": result or {}}
-    records = _event(ledger, creds, todo_id, epoch, payload, successors=True, skip=repeat)
+    records = _event(ledger, creds, todo_id, epoch, payload, successors=True, skip=repeat,
+                     before=before)
     if not records:
         return {"todo_id": todo_id, "epoch": epoch, "event": "completed", "seq": None,
                 "already_completed": True, "successors": []}
-    return {"todo_id": todo_id, "epoch": epoch, "event": "completed", "seq": records[0]["seq"],
-            "already_completed": False,
-            "successors": [r["payload"]["todo_id"] for r in records[1:]]}
+    ahead = len(before or [])
+    return {"todo_id": todo_id, "epoch": epoch, "event": "completed",
+            "seq": records[ahead]["seq"], "already_completed": False,
+            "records": [r["record_id"] for r in records[:ahead]],
+            "successors": [r["payload"]["todo_id"] for r in records[ahead + 1:]]}
 
 
 def fail(ledger: Ledger, creds: Credentials, todo_id: str, epoch: int, reason: str,
-         result: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Record a failed attempt; the todo reopens until its max attempts are spent."""
+         result: dict[str, Any] | None = None, *,
+         before: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Record a failed attempt (with ``before``, its evidence and usage, in the same batch); the
+    todo reopens until its max attempts are spent."""
     if not reason:
         raise Refused("a failure needs a reason")
     payload: dict[str, Any] = {"event": "failed", "reason": reason, "result": result or {}}
-    [record] = _event(ledger, creds, todo_id, epoch, payload)
+    *_, record = _event(ledger, creds, todo_id, epoch, payload, before=before)
     todo = ledger.state()["lanes"]["todos"][todo_id]
     return {"todo_id": todo_id, "epoch": epoch, "event": "failed", "seq": record["seq"],
             "state": todo["status"], "failures": todo["failures"]}

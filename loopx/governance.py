@@ -167,11 +167,21 @@ class Block:
     detail: dict[str, Any]
 
 
+# A finished campaign's last chapter is told after the loop ends: the narrator still renders.
+NARRATOR = "product_narrator"
+
+
+def _role(view: dict[str, Any], agent_id: str) -> str | None:
+    agent = view["agents"].get(agent_id)
+    return None if agent is None else agent["role"]
+
+
 def campaign_block(view: dict[str, Any], agent_id: str) -> Block | None:
-    """Whether the campaign stops ``agent_id`` from taking work now, and why."""
+    """Whether the campaign stops ``agent_id`` from taking work now, and why (a stopped
+    campaign holds back every role but the narrator, which tells how it ended)."""
     campaign = view["campaign"]
     status = campaign["status"]
-    if status["state"] in TERMINAL:
+    if status["state"] in TERMINAL and _role(view, agent_id) != NARRATOR:
         return Block("campaign_stopped", {"state": status["state"],
                                           "stop_reasons": list(status["stop_reasons"])})
     if status["state"] == "paused":

@@ -35,6 +35,8 @@ COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(("hypothesis", "evidence", "novelty", "gate", "decide", "graph", "frontier",
                      "candidates"), "research"),
     **dict.fromkeys(("story", "board", "preview"), "narrator"),
+    "lane": "lane",
+    "demo": "demo",
 }
 
 

@@ -87,10 +87,12 @@ class UsageV0(Model):
     experiments: Annotated[int, Field(ge=0)] = 0
     proposal_id: Identifier | None = None
     note: ShortText | None = None
+    wall_seconds: NonNegative | None = Field(
+        default=None, description="elapsed time of the attempt; reported, not a budget")
 
     @model_validator(mode="after")
     def _some_increment(self) -> UsageV0:
-        if not any(getattr(self, r) for r in RESOURCES):
+        if not any(getattr(self, r) for r in RESOURCES) and not self.wall_seconds:
             raise ValueError("at least one increment must be positive")
         return self
 

@@ -1,0 +1,137 @@
+"""`loopx demo` end to end, as a user runs it: separate lane processes on a real git workspace
+and scikit-learn's bundled data, until the contract's stop policy ends the campaign."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopx.workspace import find_workspace
+
+pytest.importorskip("sklearn", reason="the demo needs scikit-learn (pip install -e '.[test]')")
+pytestmark = pytest.mark.skipif(
+    subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
+    reason="the demo needs git")
+
+
+def demo(directory: Path, *args: str) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_TOKEN", "LOOPX_AGENT_ID")}
+    done = subprocess.run([sys.executable, "-m", "loopx.cli", "demo", "--dir", str(directory),
+                           "--json", *args], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    return json.loads(done.stdout)
+
+
+def records(directory: Path) -> list[dict[str, Any]]:
+    store = find_workspace(directory).store()
+    out = [r for r, _ in store.read()]
+    store.close()
+    return out
+
+
+def numbers_in(value: Any) -> list[float]:
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, int | float):
+        return [value]
+    if isinstance(value, dict):
+        return [n for v in value.values() for n in numbers_in(v)]
+    if isinstance(value, list):
+        return [n for v in value for n in numbers_in(v)]
+    return []
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    directory = tmp_path_factory.mktemp("demo") / "run"
+    return directory, demo(directory)
+
+
+def test_the_campaign_ends_on_a_stop_reason_with_a_promotion_and_a_retirement(
+        finished: tuple[Path, dict[str, Any]]) -> None:
+    _, out = finished
+    assert out["state"] == "stopped"
+    assert out["stop_reasons"] == ["maximum_iterations_reached"]
+    assert out["promoted"] and out["retired"]
+    assert "h-bayes" in out["retired"]
+    assert out["verified"] is True
+    assert out["seconds"] < 120
+
+
+def test_every_lane_is_its_own_process_and_every_record_after_setup_is_a_lanes(
+        finished: tuple[Path, dict[str, Any]]) -> None:
+    directory, out = finished
+    agents = {"cur", "prop", "ex-1", "ex-2", "ev", "narr"}
+    assert set(out["lanes"]) == agents and set(out["lanes"].values()) == {0}
+    log = records(directory)
+    first_claim = next(i for i, r in enumerate(log)
+                       if r["schema_version"] == "auto_research_lane_claim_v1")
+    assert {r["agent_id"] for r in log[first_claim:]} == agents  # the owner set up, then left
+    reports = {}
+    for agent in agents:  # each lane process printed its own report
+        text = (directory / ".loopx" / "demo-logs" / f"{agent}.log").read_text()
+        reports[agent] = json.loads(text.strip().splitlines()[-1])
+        assert reports[agent]["stopped_because"] == "campaign_stopped"
+    assert reports["ex-1"]["completed"] and reports["ex-2"]["completed"]
+    # Refinements come from the frontier: a child of a supported hypothesis.
+    children = [r["payload"] for r in log if r["schema_version"] == "research_hypothesis_v0"
+                and r["payload"].get("parent_id")]
+    assert children
+
+
+def test_executors_worked_on_their_own_branches_and_left_the_project_clean(
+        finished: tuple[Path, dict[str, Any]]) -> None:
+    directory, _ = finished
+    packets = [r["payload"] for r in records(directory)
+               if r["schema_version"] == "auto_research_evidence_packet_v0"]
+    assert packets and all(p["branch"].startswith("loopx/") for p in packets)
+    assert all(p["evaluated_commit"] != p["base_commit"] for p in packets)
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=directory,
+                            capture_output=True, text=True, check=True).stdout
+    assert status == ""
+    assert not any((directory / ".loopx" / "worktrees").glob("*"))
+
+
+def test_every_number_in_the_story_is_in_the_log(finished: tuple[Path, dict[str, Any]]) -> None:
+    directory, out = finished
+    story = Path(out["story"]).read_text()
+    assert Path(out["board"]).exists()
+    logged = {format(n, ".4g") for r in records(directory) for n in numbers_in(r["payload"])}
+    logged |= {str(n) for r in records(directory) for n in numbers_in(r["payload"])
+               if isinstance(n, int)}
+    # Decimals, and the integers inside value and seed lists (ids, hashes and seqs aside).
+    text = re.sub(r"rec_[0-9a-f]{32}|[0-9a-f]{12,64}", "", story)
+    decimals = re.findall(r"(?<![\w.])[+-]?\d+\.\d+(?:e-?\d+)?", text)
+    listed = [n for group in re.findall(r"(?:values|seeds) \\?\[([^\]\\]*)", text)
+              for n in group.split(", ")]
+    assert decimals and listed
+    for n in decimals + listed:
+        assert n.lstrip("+") in logged, n
+
+
+def test_a_killed_executor_does_not_stop_the_campaign(tmp_path: Path) -> None:
+    out = demo(tmp_path / "run", "--kill-executor")
+    killed = out["killed"]
+    assert killed is not None and out["lanes"][killed["agent_id"]] == -9
+    assert out["state"] == "stopped" and out["verified"] is True
+    log = records(tmp_path / "run")
+    stop = next(r["seq"] for r in log if r["schema_version"] == "campaign_transition_v0"
+                and r["payload"]["to_state"] == "stopped")
+    expiries = [r for r in log if r["schema_version"] == "todo_event_v0"
+                and r["payload"]["event"] == "expired" and r["todo_id"] == killed["todo_id"]]
+    if expiries:  # taken over by the other executor once the lease ran out
+        assert expiries[0]["agent_id"] != killed["agent_id"]
+        assert killed["todo_id"] in out["reclaimed"]
+    else:  # or the campaign had already stopped: nothing was left waiting on it
+        held = [r for r in log if r["todo_id"] == killed["todo_id"]]
+        assert held[-1]["schema_version"] == "auto_research_lane_claim_v1"
+        assert held[-1]["seq"] < stop

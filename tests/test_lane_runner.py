@@ -1,0 +1,300 @@
+"""`loopx lane run` with real processes: a command's success, failure, timeout and invalid
+output are each recorded whole; SIGTERM releases the claim; a crash leaves it to expire and be
+reclaimed; the token never reaches the command; an executor works in its own git worktree,
+where a change to the protected scope is caught by the gate."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopx.checks import Credentials
+from loopx.testing.research import CONTRACT, ResearchLoop
+from loopx.todos import add_todos
+from loopx.workspace import find_workspace, init_workspace
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org",
+           "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+class Setup:
+    """A file workspace with a contract, hypothesis h1 and the research agents."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        workspace, owner_token = init_workspace(root, "runner")
+        self.ledger = workspace.ledger()
+        self.owner = Credentials("owner", owner_token)
+        self.r = ResearchLoop(self.ledger, self.owner)
+        self.r.contract({**CONTRACT, "protected_scope": ["eval/"],
+                         "promotion_policy": {"required_gates": ["protected_boundary",
+                                                                 "heldout"]}})
+        self.r.propose("h1")
+
+    def dev_todo(self, todo_id: str, ttl: float = 600.0) -> None:
+        add_todos(self.ledger, self.r.agents["ev"], [{
+            "todo_id": todo_id, "title": "dev run", "role": "research_executor",
+            "action_kind": "run_dev_eval", "hypothesis_id": "h1", "lease_ttl_seconds": ttl}])
+
+    def records(self, kind: str | None = None) -> list[dict[str, Any]]:
+        store = find_workspace(self.root).store()
+        out = [r for r, _ in store.read() if kind is None or r["schema_version"] == kind]
+        store.close()
+        return out
+
+    def todo(self, todo_id: str) -> dict[str, Any]:
+        ledger = find_workspace(self.root).ledger()
+        todo = dict(ledger.state()["lanes"]["todos"][todo_id])
+        ledger.store.close()
+        return todo
+
+    def script(self, name: str, body: str) -> Path:
+        path = self.root.parent / f"{name}.py"
+        path.write_text(textwrap.dedent(body))
+        return path
+
+    def hanging_lane(self, agent: str) -> tuple[subprocess.Popen[str], int]:
+        """A lane whose command hangs after it started: the runner and the command's pid."""
+        pid_file = self.root.parent / "child.pid"
+        script = self.script("hang", f"""
+            import os, time
+            open({str(pid_file)!r}, "w").write(str(os.getpid()))
+            time.sleep(60)
+        """)
+        runner = self.lane(agent, script, "--no-worktree", wait=False)
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return runner, int(pid_file.read_text())
+
+    def lane(self, agent: str, script: Path, *extra: str, wait: bool = True,
+             env: dict[str, str] | None = None) -> Any:
+        creds = self.r.agents[agent]
+        command = [sys.executable, "-m", "loopx.cli", "-C", str(self.root), "lane", "run",
+                   "--agent-id", agent, "--poll-seconds", "0.1", "--idle-polls", "3",
+                   "--json", *extra, "--", sys.executable, str(script)]
+        full_env = {**os.environ, **GIT_ENV, **(env or {}), "LOOPX_TOKEN": str(creds.token)}
+        full_env.pop("LOOPX_AGENT_ID", None)
+        if not wait:
+            return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True, env=full_env)
+        done = subprocess.run(command, capture_output=True, text=True, env=full_env,
+                              timeout=120)
+        assert "Traceback" not in done.stderr, done.stderr
+        return done
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Setup:
+    root = tmp_path / "ws"
+    root.mkdir()
+    return Setup(root)
+
+
+SCORED = """
+    import json, os, sys
+    claim = json.load(sys.stdin)
+    dump = {"claim": claim, "env": dict(os.environ)}
+    seen = os.path.join(os.environ["LOOPX_WORKSPACE"], "..", "seen.json")
+    open(seen, "w").write(json.dumps(dump))
+    packet = {"hypothesis_id": claim["hypothesis_id"], "status": "scored",
+              "results": [{"split": "dev", "metric": "acc", "seed": s, "value": v}
+                          for s, v in zip([0, 1, 2], [0.91, 0.92, 0.93])]}
+    print("progress goes to stderr", file=sys.stderr)
+    print(json.dumps({"records": [{"schema_version": "auto_research_evidence_packet_v0",
+                                   "payload": packet}],
+                      "result": {"status": "scored", "dev": {"verdict": "supports"}}}))
+"""
+
+
+def test_a_completed_attempt_is_recorded_whole_and_the_token_stays_out(ws: Setup) -> None:
+    ws.dev_todo("dev-1")
+    done = ws.lane("ex", ws.script("scored", SCORED), "--no-worktree", "--max-attempts", "1")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["completed"], report["failed"], report["stopped_because"]) == (
+        1, 0, "max_attempts")
+    seen = json.loads((ws.root.parent / "seen.json").read_text())
+    token = str(ws.r.agents["ex"].token)
+    assert token not in json.dumps(seen)
+    assert "LOOPX_TOKEN" not in seen["env"]
+    assert seen["claim"]["todo_id"] == "dev-1" and seen["claim"]["epoch"] == 1
+    assert seen["env"]["LOOPX_TODO_ID"] == "dev-1" and seen["env"]["LOOPX_EPOCH"] == "1"
+    assert json.loads(seen["env"]["LOOPX_CLAIM"]) == seen["claim"]
+    assert seen["claim"]["data"]["split"] == "dev"
+    # The packet, the usage and the completion (and its successors) are one batch.
+    [packet] = ws.records("auto_research_evidence_packet_v0")
+    completion = [r for r in ws.records("todo_event_v0") if r["todo_id"] == "dev-1"
+                  and r["payload"]["event"] == "completed"][0]
+    [usage] = [r for r in ws.records("usage_v0") if r["todo_id"] == "dev-1"]
+    assert packet["batch_end"] == completion["batch_end"] == usage["batch_end"]
+    assert packet["todo_id"] == "dev-1" and usage["payload"]["wall_seconds"] > 0
+    assert completion["payload"]["result"] == {"status": "scored", "dev": {"verdict": "supports"}}
+    assert ws.todo("dev-1.heldout_after_supported_dev")["status"] == "open"
+
+
+@pytest.mark.parametrize(("body", "status", "reason"), [
+    ("import sys; sys.exit(3)", "failed", "the command exited with status 3"),
+    ("print('not json at all')", "invalid_output", "invalid result: lane result refused: "
+                                                   "stdout: not JSON"),
+    ("print('{\"outcome\": \"maybe\"}')", "invalid_output", "invalid result: lane result "
+                                                         "refused: outcome:"),
+])
+def test_a_failed_attempt_is_recorded_with_an_unscored_packet(ws: Setup, body: str,
+                                                               status: str, reason: str) -> None:
+    ws.dev_todo("dev-1")
+    done = ws.lane("ex", ws.script("bad", body), "--no-worktree", "--max-attempts", "1")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["failed"] == 1
+    [failure] = [r for r in ws.records("todo_event_v0") if r["payload"]["event"] == "failed"]
+    assert failure["payload"]["reason"].startswith(reason), failure["payload"]["reason"]
+    [packet] = ws.records("auto_research_evidence_packet_v0")
+    assert packet["payload"]["status"] == status
+    assert packet["batch_end"] == failure["batch_end"]
+    assert ws.todo("dev-1")["status"] == "open"  # it reopens until its attempts are spent
+
+
+def test_a_command_past_its_timeout_is_stopped_and_recorded(ws: Setup) -> None:
+    ws.dev_todo("dev-1")
+    started = time.monotonic()
+    done = ws.lane("ex", ws.script("hang", "import time; time.sleep(60)"), "--no-worktree",
+                   "--max-attempts", "1", "--timeout", "1")
+    assert time.monotonic() - started < 40
+    assert json.loads(done.stdout)["attempts"][0]["reason"] == "timed out after 1 s"
+    [packet] = ws.records("auto_research_evidence_packet_v0")
+    assert packet["payload"]["status"] == "timeout"
+
+
+def test_sigterm_releases_the_held_claim(ws: Setup) -> None:
+    ws.dev_todo("dev-1")
+    runner, child = ws.hanging_lane("ex")
+    runner.send_signal(signal.SIGTERM)
+    out, err = runner.communicate(timeout=60)
+    assert runner.returncode == 0, err
+    assert json.loads(out)["stopped_because"] == "signal"
+    [event] = [r for r in ws.records("todo_event_v0") if r["todo_id"] == "dev-1"]
+    assert event["payload"]["event"] == "released"
+    assert ws.todo("dev-1")["status"] == "open"
+    with pytest.raises(ProcessLookupError):
+        for _ in range(100):  # the command is stopped with the runner
+            os.kill(child, 0)
+            time.sleep(0.05)
+
+
+def test_a_crashed_lane_leaves_its_claim_to_expire_and_another_takes_it(ws: Setup) -> None:
+    from loopx.agents import register_agent
+
+    _, token = register_agent(ws.ledger, ws.owner, "ex2", "research_executor")
+    ws.r.agents["ex2"] = Credentials("ex2", token)
+    ws.dev_todo("dev-1", ttl=2.0)
+    runner, child = ws.hanging_lane("ex")
+    runner.kill()  # SIGKILL: no release
+    runner.wait(timeout=30)
+    os.killpg(child, signal.SIGKILL)  # the orphaned command, too
+    runner.communicate(timeout=30)
+    assert ws.todo("dev-1")["holder"] == "ex"
+    time.sleep(2.5)
+    done = ws.lane("ex2", ws.script("scored", SCORED), "--no-worktree", "--max-attempts", "1")
+    assert json.loads(done.stdout)["completed"] == 1
+    events = [(r["agent_id"], r["payload"]["event"]) for r in ws.records("todo_event_v0")
+              if r["todo_id"] == "dev-1"]
+    assert events == [("ex2", "expired"), ("ex2", "completed")]
+    claims = [(r["agent_id"], r["epoch"]) for r in ws.records("auto_research_lane_claim_v1")
+              if r["todo_id"] == "dev-1"]
+    assert claims == [("ex", 1), ("ex2", 2)]
+
+
+def test_the_runner_stops_when_the_campaign_stops(ws: Setup) -> None:
+    from loopx.campaign import transition
+
+    transition(ws.ledger, ws.r.agents["cur"], "ready", reason="go")
+    transition(ws.ledger, ws.owner, "stopped", reason="enough")
+    done = ws.lane("ex", ws.script("never", "raise SystemExit(1)"), "--no-worktree")
+    assert json.loads(done.stdout)["stopped_because"] == "campaign_stopped"
+
+
+def test_bad_usage_is_refused_before_anything_runs(ws: Setup) -> None:
+    head = len(ws.records())
+    wrong_role = ws.lane("ex", ws.script("x", "pass"), "--role", "evaluator_promoter")
+    assert wrong_role.returncode == 2
+    assert "has role 'research_executor'" in json.loads(wrong_role.stdout)["message"]
+    assert len(ws.records()) == head
+
+
+# -- worktrees ----------------------------------------------------------------------------------
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, env={**os.environ, **GIT_ENV},
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture
+def repo(ws: Setup) -> Setup:
+    (ws.root / "eval").mkdir()
+    (ws.root / "eval" / "score.py").write_text("def score(p, l):\n    return (p == l).mean()\n")
+    (ws.root / "model.py").write_text("WIDTH = 64\n")
+    git(ws.root, "init", "-q", "-b", "main")
+    git(ws.root, "add", "-A")
+    git(ws.root, "commit", "-q", "-m", "base")
+    return ws
+
+
+EDIT = """
+    import json, os, subprocess, sys
+    claim = json.load(sys.stdin)
+    tree = os.environ["LOOPX_WORKTREE"]
+    assert os.getcwd() == tree, (os.getcwd(), tree)
+    open(os.path.join(tree, "{path}"), "a").write("# changed\\n")
+    if {commit}:
+        subprocess.run(["git", "commit", "-q", "-am", "change"], cwd=tree, check=True)
+    packet = {{"hypothesis_id": claim["hypothesis_id"], "status": "scored",
+               "results": [{{"split": "dev", "metric": "acc", "seed": s, "value": 0.95}}
+                           for s in (0, 1, 2)]}}
+    print(json.dumps({{"records": [{{"schema_version": "auto_research_evidence_packet_v0",
+                                    "payload": packet}}], "result": {{"status": "scored"}}}}))
+"""
+
+
+@pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
+                    reason="needs git")
+def test_an_executor_works_in_its_own_worktree_and_the_gate_catches_a_protected_edit(
+        repo: Setup) -> None:
+    from loopx.research import check_gate
+
+    base = git(repo.root, "rev-parse", "HEAD")
+    repo.dev_todo("dev-1")
+    done = repo.lane("ex", repo.script("edit", EDIT.format(path="eval/score.py", commit=True)))
+    assert json.loads(done.stdout)["completed"] == 1, done.stderr
+    [packet] = repo.records("auto_research_evidence_packet_v0")
+    p = packet["payload"]
+    assert (p["branch"], p["base_commit"]) == ("loopx/dev-1/1", base)
+    assert p["evaluated_commit"] == git(repo.root, "rev-parse", "loopx/dev-1/1") != base
+    assert git(repo.root, "rev-parse", "HEAD") == base  # the main checkout is untouched
+    assert "dev-1" not in git(repo.root, "worktree", "list")  # cleaned up; the branch stays
+    repo.r.judge("h1", "dev")
+    out = check_gate(repo.ledger, repo.r.agents["ev"], "h1", repo=repo.root)
+    assert not out["passed"]
+    assert [(v["path"], v["change"]) for v in out["violations"]] == [("eval/score.py",
+                                                                       "modified")]
+
+
+@pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
+                    reason="needs git")
+def test_a_dirty_worktree_is_not_evaluated(repo: Setup) -> None:
+    repo.dev_todo("dev-1")
+    done = repo.lane("ex", repo.script("dirty", EDIT.format(path="model.py", commit=False)),
+                     "--max-attempts", "1")
+    attempt = json.loads(done.stdout)["attempts"][0]
+    assert attempt["outcome"] == "failed" and "the worktree is dirty" in attempt["reason"]
+    [packet] = repo.records("auto_research_evidence_packet_v0")
+    assert packet["payload"]["status"] == "failed"
