@@ -17,6 +17,7 @@ from loopx.testing.research import CONTRACT, ResearchLoop
 
 DEV_GOOD = [0.93, 0.94, 0.95]
 HELDOUT_GOOD = [0.92, 0.93, 0.94]
+HELDOUT_BEST = [0.95, 0.96, 0.97]
 BAD = [0.85, 0.84, 0.86]
 
 
@@ -60,7 +61,7 @@ def fixed_campaign(contract: dict[str, Any] | None = None, **hypothesis_fields: 
     r.propose("h-deep", title="Two more layers", mechanism="depth", **hypothesis_fields)
     r.run("h-deep", "dev", BAD, commits=(BASE_COMMIT, EVALUATED_COMMIT))
     r.judge("h-deep", "dev")
-    r.supported("h-norm", DEV_GOOD, HELDOUT_GOOD, title="Batch norm", mechanism="normalization",
+    r.supported("h-norm", DEV_GOOD, HELDOUT_BEST, title="Batch norm", mechanism="normalization",
                 **hypothesis_fields)
     add_finding(c.ledger, r.agents["cur"], kind="interpretation", finding_id="f-why",
                 statement="Width helps because the digits need more features",

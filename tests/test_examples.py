@@ -82,7 +82,7 @@ def test_research_example_promotes_the_honest_hypothesis_and_retires_the_tampere
     assert "first screen held back: the first screen changed and has no approved preview" in out
     assert "preview   preview-1            by narr" in out
     assert "first screen approved change" in out
-    assert "> Promoted: width 128. Held-out accuracy changed by +0.008333" in out
+    assert "> Promoted: width 128. Held-out accuracy improved by +0.008333" in out
     assert "anchor seq 57 matches" in out
     assert "/data/mnist/heldout" not in out.split("registered narr as product_narrator")[1]
     assert "h-w256                   retired" in out

@@ -321,23 +321,22 @@ def number(value: float | int) -> str:
 
 
 def first_screen(doc: dict[str, Any]) -> dict[str, Any]:
-    """The story's own first screen: the question, the best promoted result (or that there is
-    none yet), and where to look first."""
+    """The story's own first screen: the question, the best promoted result (the largest
+    held-out improvement; or that there is none yet), and where to look first."""
     contract = doc["contract"]
     title = ("Research case" if contract is None or contract["private"]
              else _clip(contract["question"], 200))
-    best = None
-    for item in doc["promoted"]:
-        heldout = item["heldout"]
-        if heldout and not heldout["private"] and heldout["mean_delta"] is not None:
-            best = item
+    # The best promoted result: the largest held-out improvement in the contract's direction.
+    shown = [item for item in doc["promoted"] if item["heldout"]
+             and not item["heldout"]["private"] and item["heldout"]["mean_delta"] is not None]
+    best = max(shown, key=lambda item: item["heldout"]["mean_delta"], default=None)
     if best is not None:
         heldout = best["heldout"]
         baseline = ("" if heldout["baseline"] is None
                     else f" over the baseline {number(heldout['baseline'])}")
         p_value = "" if heldout["p_value"] is None else f" (p = {number(heldout['p_value'])})"
         headline = (f"Promoted: {_clip(best['title'], 160)}. Held-out {heldout['metric']} "
-                    f"changed by {signed(heldout['mean_delta'])}{baseline}{p_value}.")
+                    f"improved by {signed(heldout['mean_delta'])}{baseline}{p_value}.")
         action = {"label": "See the promoted result", "href": "#promoted"}
     elif doc["promoted"]:
         headline = "A result was promoted; its held-out evidence is private."
