@@ -37,6 +37,7 @@ COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(("story", "board", "preview"), "narrator"),
     "lane": "lane",
     "demo": "demo",
+    "mcp": "mcp",
 }
 
 
