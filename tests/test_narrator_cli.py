@@ -54,6 +54,9 @@ def test_story_prints_and_records_nothing(ws: dict[str, Any]) -> None:
     assert as_json["text"].startswith("<!DOCTYPE html>")
     assert as_json["head"]["seq"] == before
     assert as_json["first_screen"]["status"] == "held_back"
+    assert {"value": 0.9, "record_id": as_json["numbers"][0]["record_id"],
+            "field": "metric.baseline"} == as_json["numbers"][0]
+    assert all(n["record_id"].startswith("rec_") for n in as_json["numbers"])
     assert head(ws["root"]) == before
 
 

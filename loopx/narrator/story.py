@@ -49,10 +49,6 @@ class Story:
     safe: set[str] = field(default_factory=set)
     numbers: list[dict[str, Any]] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
-        """The story as stable JSON: the document and the metrics it quotes."""
-        return {**self.doc, "numbers": self.numbers}
-
 
 class _Reader:
     """Reads values out of projections, registering each with where it came from."""

@@ -23,7 +23,7 @@ def story_render(ctx: ToolContext, p: Render) -> dict[str, Any]:
     from loopx.narrator.publish import render
 
     rendered = render(ctx.ledger, p.surface, p.format, workspace_root=ctx.workspace.root)
-    return {**rendered.summary(), "text": rendered.text}
+    return {**rendered.summary(), "text": rendered.text, "numbers": rendered.story.numbers}
 
 
 @dataclass(frozen=True)
