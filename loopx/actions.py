@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from loopx.campaign_state import current_contract
+from loopx.campaign_state import approval_subjects, current_contract
 from loopx.errors import NotFound, Refused, UsageProblem
 from loopx.governance import (
     approval_required,
@@ -76,8 +76,7 @@ def find_subject(view: LaneState, subject_id: str, kind: str | None = None) -> s
     Raises:
         NotFound: none; UsageProblem: both (pass the kind).
     """
-    tables = {"proposal": view["proposals"], "decision": view["decisions"],
-              "preview": view["previews"]}
+    tables = approval_subjects(view)
     if kind is not None:
         if kind not in tables:
             raise NotFound(f"there is no {kind} {subject_id!r} to approve")

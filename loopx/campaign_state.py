@@ -37,6 +37,12 @@ def current_contract(view: dict[str, Any]) -> dict[str, Any] | None:
     return versions[-1] if versions else None
 
 
+def approval_subjects(view: dict[str, Any]) -> dict[str, Any]:
+    """The slices an ``approval_v0`` subject kind names its subject in."""
+    return {"proposal": view["proposals"], "decision": view["decisions"],
+            "preview": view["previews"]}
+
+
 def apply_campaign(view: dict[str, Any], record: dict[str, Any]) -> None:
     """Fold one record into the governance slices of ``view`` (state or overlay)."""
     handler = _HANDLERS.get(record["schema_version"])

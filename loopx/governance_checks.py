@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from loopx.campaign_state import TERMINAL, current_contract
+from loopx.campaign_state import TERMINAL, approval_subjects, current_contract
 from loopx.errors import Refused
 from loopx.governance import (
     TRANSITIONS,
@@ -129,8 +129,7 @@ def _check_proposal(view: View, who: Identity, record: Record) -> None:
 def _check_approval(view: View, who: Identity, record: Record) -> None:
     p = record["payload"]
     kind, subject_id = p["subject"]["kind"], p["subject"]["id"]
-    table = {"proposal": view["proposals"], "decision": view["decisions"],
-             "preview": view["previews"]}.get(kind)
+    table = approval_subjects(view).get(kind)
     subject = None if table is None else table.get(subject_id)
     if subject is None:
         raise Refused(f"there is no {kind} {subject_id!r} to approve or reject")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import threading
 import typing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -79,12 +80,16 @@ class Session:
     def __init__(self, workspace: Workspace, creds: Credentials) -> None:
         self.workspace = workspace
         self.creds = creds
-        ledger = workspace.ledger()
+        # One ledger for the session, caught up incrementally; calls take turns on it (a
+        # ledger is not shared between threads at once).
+        self.ledger = workspace.ledger()
+        self.lock = threading.Lock()
         try:
-            self.role = ledger.identify(creds).role
-            view = ledger.state()["lanes"]
-        finally:
-            ledger.store.close()
+            self.role = self.ledger.identify(creds).role
+        except LoopxError:
+            self.ledger.store.close()
+            raise
+        view = self.ledger.state()["lanes"]
         self.scope = set(view["profiles"].get(self.role, {}).get("write_scope", {}))
         self.tools = [t for t in self._all() if self._allowed(view, t)]
 
@@ -129,8 +134,8 @@ class Session:
         tool = next(t for t in self.tools if t.name == name)
         for param in SESSION_PARAMS.get(name, ()):
             args[param] = self.creds.agent_id
-        ctx = ToolContext(self.workspace, self.creds)
-        try:
+        ctx = ToolContext(self.workspace, self.creds, _ledger=self.ledger)
+        with self.lock:
             view = ctx.view()
             denied = self._denied(view, tool)
             if denied is not None:
@@ -138,8 +143,6 @@ class Session:
             if name not in UNGATED and self._needs_approval(view, tool):
                 return self._gated(ctx, view, tool, args)
             return call(tool.registry, ctx, args)
-        finally:
-            ctx.close()
 
     @staticmethod
     def _needs_approval(view: dict[str, Any], tool: Listed) -> bool:
@@ -264,5 +267,8 @@ def build_server(session: Session) -> Any:
 
 def serve(workspace: Workspace, creds: Credentials) -> None:
     """Run the server on stdin/stdout until the client goes away."""
-    server = build_server(Session(workspace, creds))
-    server.run("stdio")
+    session = Session(workspace, creds)
+    try:
+        build_server(session).run("stdio")
+    finally:
+        session.ledger.store.close()

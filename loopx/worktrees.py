@@ -66,7 +66,7 @@ def create(workspace_root: Path, todo_id: str, epoch: int) -> Worktree | None:
     path.parent.mkdir(parents=True, exist_ok=True)
     _ensure_ignored(root, workspace / ".loopx")
     # Branch from the commit read above, not from HEAD again, so base_commit is exactly it.
-    _git(root, "worktree", "add", "-b", branch, str(path), base)
+    git(root, "worktree", "add", "-b", branch, str(path), base)
     return Worktree(path=path, branch=branch, base_commit=base)
 
 
@@ -74,7 +74,7 @@ def head_commit(worktree: Worktree) -> str:
     """The worktree's current HEAD commit (the evaluated commit once the command has
     committed)."""
     _require_worktree(worktree)
-    return _git(worktree.path, "rev-parse", "--verify", "HEAD^{commit}").strip()
+    return git(worktree.path, "rev-parse", "--verify", "HEAD^{commit}").strip()
 
 
 def dirty_paths(worktree: Worktree) -> list[str]:
@@ -83,7 +83,7 @@ def dirty_paths(worktree: Worktree) -> list[str]:
     _require_worktree(worktree)
     # Untracked files are named explicitly: a status.showUntrackedFiles=no config would
     # otherwise make a worktree holding new files look clean.
-    out = _git(worktree.path, "status", "--porcelain=v1", "-z", "--untracked-files=normal")
+    out = git(worktree.path, "status", "--porcelain=v1", "-z", "--untracked-files=normal")
     paths: set[str] = set()
     entries = iter(out.split("\0"))
     for entry in entries:
@@ -108,7 +108,7 @@ def remove(worktree: Worktree) -> None:
     if repo_root(anchor) is None:
         return
     removed = _run(anchor, "worktree", "remove", "--force", str(worktree.path))
-    _git(anchor, "worktree", "prune")
+    git(anchor, "worktree", "prune")
     if removed.returncode != 0 and worktree.path.exists():
         raise WorkspaceError(_failure(anchor, ("worktree", "remove", "--force",
                                                str(worktree.path)), removed),
@@ -138,7 +138,7 @@ def _ensure_ignored(root: Path, loopx_dir: Path) -> None:
     if check.returncode != 1:
         raise WorkspaceError(_failure(root, ("check-ignore", "-q", str(loopx_dir)), check))
     # info/exclude rather than .gitignore: ignoring .loopx/ must not dirty the user's tree.
-    common = Path(_git(root, "rev-parse", "--git-common-dir").strip())
+    common = Path(git(root, "rev-parse", "--git-common-dir").strip())
     exclude = (root / common) / "info" / "exclude"
     text = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
     if EXCLUDE_LINE in text.splitlines():
@@ -170,7 +170,12 @@ def _run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
         raise WorkspaceError(f"`git {shlex.join(args)}` could not be run: {exc}") from exc
 
 
-def _git(cwd: Path, *args: str) -> str:
+def git(cwd: Path, *args: str) -> str:
+    """Run git in ``cwd`` and return its stdout.
+
+    Raises:
+        WorkspaceError: git is missing or the command failed (naming it and git's reason).
+    """
     proc = _run(cwd, *args)
     if proc.returncode != 0:
         raise WorkspaceError(_failure(cwd, args, proc))

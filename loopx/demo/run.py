@@ -84,14 +84,6 @@ class DemoReport:
                 "reclaimed": self.reclaimed, "pending_preview": self.preview}
 
 
-def _git(root: Path, *args: str) -> str:
-    env = {**os.environ, **GIT_ENV}
-    done = subprocess.run(["git", *args], cwd=root, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise UsageProblem(f"git {' '.join(args)} failed: {done.stderr.strip()}")
-    return done.stdout.strip()
-
-
 def _check_requirements() -> None:
     try:
         import sklearn  # noqa: F401
@@ -123,9 +115,13 @@ def setup(options: DemoOptions) -> tuple[Path, dict[str, tuple[str, Path]]]:
         (root / name).write_text(text)
     (root / "public").mkdir()
     if has_git():
-        _git(root, "init", "-q", "-b", "main")
-        _git(root, "add", "-A")
-        _git(root, "commit", "-q", "-m", "the demo project: model.py, and eval/ (protected)")
+        from loopx.worktrees import git
+
+        git(root, "init", "-q", "-b", "main")
+        git(root, "add", "-A")
+        git(root, "-c", f"user.name={GIT_ENV['GIT_AUTHOR_NAME']}",
+            "-c", f"user.email={GIT_ENV['GIT_AUTHOR_EMAIL']}",
+            "commit", "-q", "-m", "the demo project: model.py, and eval/ (protected)")
     ledger = workspace.ledger()
     owner = Credentials("owner", owner_token)
     # Short leases, so that a lane killed mid-attempt gives its todo back within the demo.
@@ -221,18 +217,18 @@ def describe(record: dict[str, Any]) -> str | None:
     return None
 
 
-def watch(root: Path, lanes: list[Lane], options: DemoOptions,
-          show: Callable[[str], None]) -> tuple[float, dict[str, str] | None]:
-    """Print progress from the log until every lane has stopped; returns the seconds taken and
-    which executor was killed holding which todo (with ``kill_executor``)."""
+def watch(report: DemoReport, lanes: list[Lane], options: DemoOptions,
+          show: Callable[[str], None]) -> None:
+    """Print progress from the log until every lane has stopped, noting in ``report`` the
+    seconds taken, the executor killed (with ``kill_executor``) and the todos reclaimed."""
     from loopx.store.base import Cursor
     from loopx.workspace import find_workspace
 
+    root = report.directory
     store = find_workspace(root).store()
     cursor = Cursor()
     started = time.monotonic()
     victim = next((lane for lane in lanes if lane.role == "research_executor"), None)
-    killed: dict[str, str] | None = None
     try:
         while True:
             for record, position in store.read(cursor):
@@ -240,11 +236,14 @@ def watch(root: Path, lanes: list[Lane], options: DemoOptions,
                 line = describe(record)
                 if line:
                     show(f"[{time.monotonic() - started:5.1f}s] {line}")
-                if (options.kill_executor and killed is None and victim is not None
+                if (record["schema_version"] == "todo_event_v0"
+                        and record["payload"]["event"] == "expired"):
+                    report.reclaimed.append(record["todo_id"])
+                if (options.kill_executor and report.killed is None and victim is not None
                         and _claimed_by(record, victim)):
                     # Mid-attempt, with no chance to release: the lease must run out.
                     os.killpg(victim.process.pid, 9)
-                    killed = {"agent_id": victim.agent_id, "todo_id": record["todo_id"]}
+                    report.killed = {"agent_id": victim.agent_id, "todo_id": record["todo_id"]}
                     show(f"[{time.monotonic() - started:5.1f}s] killed {victim.agent_id} "
                          f"(SIGKILL) while it holds {record['todo_id']}; its lease runs out "
                          f"in {LEASE_SECONDS:g} s and another executor takes it over")
@@ -263,7 +262,7 @@ def watch(root: Path, lanes: list[Lane], options: DemoOptions,
         raise
     finally:
         store.close()
-    return time.monotonic() - started, killed
+    report.seconds = time.monotonic() - started
 
 
 def _claimed_by(record: dict[str, Any], lane: Lane) -> bool:
@@ -280,17 +279,17 @@ def _stop(lane: Lane) -> None:
             pass
 
 
-def summarize(root: Path, lanes: list[Lane], seconds: float,
-              killed: dict[str, str] | None) -> DemoReport:
-    """The campaign's end state, its decisions, its publications and a verify of the log."""
+def summarize(report: DemoReport, lanes: list[Lane]) -> None:
+    """Note the campaign's end state, its decisions, its publications and a verify of the log
+    in ``report``."""
     from loopx.verify import verify_store
     from loopx.workspace import find_workspace
 
-    workspace = find_workspace(root)
-    ledger = workspace.ledger()
+    root = report.directory
+    ledger = find_workspace(root).ledger()
     view = ledger.state()["lanes"]
     status = view["campaign"]["status"]
-    report = DemoReport(root, seconds, status["state"], list(status["stop_reasons"]))
+    report.state, report.stop_reasons = status["state"], list(status["stop_reasons"])
     for decision_id in sorted(view["hypothesis_decisions"].values()):
         d = view["decisions"][decision_id]
         (report.promoted if d["outcome"] == "promoted" else report.retired).append(
@@ -301,14 +300,9 @@ def summarize(root: Path, lanes: list[Lane], seconds: float,
     report.board = board if board.exists() else None
     verified = verify_store(ledger.store)
     report.verified, report.records = verified.ok, verified.records
-    report.killed = killed
-    report.reclaimed = [r["todo_id"] for r, _ in ledger.store.read()
-                        if r["schema_version"] == "todo_event_v0"
-                        and r["payload"]["event"] == "expired"]
     pending = [p for p in view["previews"].values() if p["approval"] is None]
     report.preview = max(pending, key=lambda p: p["seq"])["preview_id"] if pending else None
     ledger.store.close()
-    return report
 
 
 def run_demo(options: DemoOptions, show: Callable[[str], None]) -> DemoReport:
@@ -322,5 +316,7 @@ def run_demo(options: DemoOptions, show: Callable[[str], None]) -> DemoReport:
         show("git is not on PATH: no worktrees, and the protected-boundary gate is not "
              "required in this run (install git for the real thing)")
     lanes = start_lanes(root, agents, options)
-    seconds, killed = watch(root, lanes, options, show)
-    return summarize(root, lanes, seconds, killed)
+    report = DemoReport(root)
+    watch(report, lanes, options, show)
+    summarize(report, lanes)
+    return report

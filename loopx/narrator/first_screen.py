@@ -54,18 +54,22 @@ class Choice:
                 "held_back": self.held_back, "reason": self.reason}
 
 
+def _latest_preview(view: View, digest: str, verdict: str | None) -> dict[str, Any] | None:
+    """The latest preview of the screen with ``digest`` whose owner's verdict is ``verdict``
+    (None: no verdict yet)."""
+    found = [p for p in view["previews"].values() if p["first_screen_sha256"] == digest
+             and (p["approval"] or {}).get("verdict") == verdict]
+    return max(found, key=lambda p: p["seq"]) if found else None
+
+
 def approved_preview(view: View, digest: str) -> dict[str, Any] | None:
     """The latest preview of the screen with ``digest`` that the owner approved, if any."""
-    found = [p for p in view["previews"].values() if p["first_screen_sha256"] == digest
-             and p["approval"] is not None and p["approval"]["verdict"] == "approved"]
-    return max(found, key=lambda p: p["seq"]) if found else None
+    return _latest_preview(view, digest, "approved")
 
 
 def pending_preview(view: View, digest: str) -> dict[str, Any] | None:
     """A preview of the screen with ``digest`` still awaiting the owner, if any."""
-    found = [p for p in view["previews"].values()
-             if p["first_screen_sha256"] == digest and p["approval"] is None]
-    return max(found, key=lambda p: p["seq"]) if found else None
+    return _latest_preview(view, digest, None)
 
 
 def choose(view: View, wanted: dict[str, Any]) -> Choice:
