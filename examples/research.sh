@@ -134,12 +134,13 @@ echo "$answer" | field claim.data
 packet heldout-w128.json h-w128 heldout "$base" "$w128" 0.978 0.980 0.977
 step evidence append-packet heldout-w128.json --under dev-w128.heldout_after_supported_dev:1 \
     --agent-id ex --token-file ex.token
+# -- refused, and recorded: a second measurement under the same held-out claim ------------------
+# One held-out claim admits one held-out packet: measuring again until a test passes is refused.
+packet heldout-w128-b.json h-w128 heldout "$base" "$w128" 0.990 0.991 0.989
+step evidence append-packet heldout-w128-b.json --under dev-w128.heldout_after_supported_dev:1 \
+    --agent-id ex --token-file ex.token || echo "(exit status $?)"
 step todo complete dev-w128.heldout_after_supported_dev --epoch 1 \
     --result '{"status": "scored", "heldout": {"verdict": "supports"}}' --agent-id ex --token-file ex.token
-step quota should-run --agent-id ev --token-file ev.token --claim
-step evidence judge h-w128 --split heldout --agent-id ev --token-file ev.token
-step todo complete dev-w128.heldout_after_supported_dev.judge_heldout_attempt --epoch 1 \
-    --result '{"verdict": "supports"}' --agent-id ev --token-file ev.token
 
 # -- refused, and recorded: a second held-out read ----------------------------------------------
 # h-w128 has read the held-out data once, its budget: should-run passes over a second read ...
@@ -149,6 +150,14 @@ step todo add --agent-id ev --token-file ev.token --todo-id heldout-w128-again \
 step quota should-run --agent-id ex --json
 # ... and a claim of it is refused (the read budget is checked before the successors-only rule).
 step todo claim heldout-w128-again --agent-id ex --token-file ex.token || echo "(exit status $?)"
+
+step quota should-run --agent-id ev --token-file ev.token --claim
+step evidence judge h-w128 --split heldout --agent-id ev --token-file ev.token
+step todo complete dev-w128.heldout_after_supported_dev.judge_heldout_attempt --epoch 1 \
+    --result '{"verdict": "supports"}' --agent-id ev --token-file ev.token
+# -- refused, and recorded: judging held-out again ---------------------------------------------
+# The first held-out judgement of a hypothesis is final.
+step evidence judge h-w128 --split heldout --agent-id ev --token-file ev.token || echo "(exit status $?)"
 
 # -- the evaluator's frontier, the gate, the candidates and the decisions ----------------------
 step frontier --agent-id ev

@@ -13,6 +13,7 @@ from loopx.campaign_state import TERMINAL, current_contract
 from loopx.errors import Refused
 from loopx.governance import TRANSITIONS, awaiting
 from loopx.governance_checks import policy_reasons, stop_payload
+from loopx.plan import plan_version
 from loopx.stopping import budget_rows
 
 if TYPE_CHECKING:
@@ -38,7 +39,11 @@ def status(view: LaneState) -> dict[str, Any]:
             "contract_id": contract["contract_id"], "version": contract["version"],
             "mode": contract["mode"], "seq": contract["seq"],
             "metric": contract["metric"]["name"], "direction": contract["metric"]["direction"],
-            "baseline": contract["metric"]["baseline"]},
+            "baseline": contract["metric"]["baseline"],
+            # The scalar is an assumption unless the plan measures the baseline.
+            "baseline_hypothesis": contract["metric"].get("baseline_hypothesis"),
+            "plan_version": plan_version(view),
+            "campaign_control": contract["promotion_policy"].get("campaign_control")},
         "iterations": {k: iterations[k] for k in ("count", "best", "best_hypothesis",
                                                    "stagnant", "invalid", "last")},
         "budget": budget_rows(contract, campaign["usage"]["total"]),

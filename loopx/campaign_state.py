@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopx.research_state import heldout_mean
+from loopx.plan import fold_contract
+from loopx.research_state import heldout_mean, measured_baseline_mean
 from loopx.resources import RESOURCES, sum_usage
 from loopx.stopping import best_of, initial_iterations, next_iteration
 
@@ -28,6 +29,10 @@ def initial_campaign() -> dict[str, Any]:
         # Per agent, its proposals with neither a verdict nor a result: whether one of them
         # waits for the owner depends on the contract in force, so readers judge that.
         "open_proposals": {},
+        # Analysis plan versions (loopx.plan) and the size of the held-out test family
+        # (loopx.control): numbers every agent must agree on, so they are folded, not derived.
+        "plans": [],
+        "family_size": 0,
     }
 
 
@@ -58,6 +63,7 @@ def _meta(record: dict[str, Any]) -> dict[str, Any]:
 def _contract(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
     campaign = view["campaign"]
     campaign["versions"] = [*campaign["versions"], {**p, **_meta(record)}]
+    campaign["plans"] = fold_contract(campaign["plans"], p, record["seq"], len(view["packets"]))
 
 
 def _transition(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
@@ -145,7 +151,7 @@ def _decision(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -
     campaign = view["campaign"]
     campaign["iterations"] = next_iteration(
         campaign["iterations"], current_contract(view), p,
-        heldout_mean(view, p["hypothesis_id"]), record["seq"])
+        heldout_mean(view, p["hypothesis_id"]), record["seq"], measured_baseline_mean(view))
     if withdrawn:
         _standing_best(view)
 

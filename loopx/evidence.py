@@ -9,88 +9,116 @@ from __future__ import annotations
 from typing import Any
 
 from loopx.campaign_state import current_contract
+from loopx.control import apply_control, family_position
 from loopx.errors import NotFound, Refused
+from loopx.plan import current_plan, plan_version
+from loopx.research_state import baseline_hypothesis
 
 View = dict[str, Any]
 JUDGED_SPLITS = ("dev", "heldout")
 
 
 def packets_for(view: View, hypothesis_id: str, split: str) -> list[str]:
-    """The hypothesis' scored, non-claimed packets with results on ``split``, oldest first."""
-    entry = view["hypotheses"][hypothesis_id]
+    """The hypothesis' scored, non-claimed packets with results on ``split`` under the plan in
+    force (held-out todos' packets for ``heldout``, the others for any other split), oldest
+    first: every one of them counts, none may be left out."""
+    version = plan_version(view)
+    heldout = split == "heldout"
     out = []
-    for packet_id in entry["packets"]:
+    for packet_id in view["hypotheses"][hypothesis_id]["packets"]:
         packet = view["packets"][packet_id]
+        # Held-out judgements read held-out todos' packets only, and dev judgements never read
+        # them: dev values under a held-out claim would be attempts outside the limit.
         if (packet["status"] == "scored" and packet["provenance"] != "claimed"
+                and packet["plan_version"] == version and packet["heldout"] == heldout
                 and any(r[0] == split for r in packet["results"])):
             out.append(packet_id)
     return out
 
 
-def judgement_payload(view: View, hypothesis_id: str, split: str,
-                      packet_ids: list[str] | None = None) -> dict[str, Any]:
-    """The ``research_evidence_event_v0`` payload the rule gives for these packets (default: all
-    the hypothesis' scored packets on ``split``).
+def _values(view: View, packet_ids: list[str], split: str, metric: dict[str, Any]
+            ) -> tuple[list[int], list[float]]:
+    """Every value of the contract's metric for its seeds in these packets, pooled in seq order."""
+    seeds, values = [], []
+    for packet_id in packet_ids:
+        for r_split, r_metric, seed, value in view["packets"][packet_id]["results"]:
+            if r_split == split and r_metric == metric["name"] and seed in metric["seeds"]:
+                seeds.append(seed)
+                values.append(value)
+    return seeds, values
 
-    One value per contract seed, from the latest cited packet that reports it; with a seed
-    missing the verdict is ``needs_retry``, since the rule is judged over every seed.
+
+def judgement_payload(view: View, hypothesis_id: str, split: str) -> dict[str, Any]:
+    """The ``research_evidence_event_v0`` payload the rule gives for the hypothesis' packets on
+    ``split``: all of them under the plan in force, pooled (see docs/research.md).
+
+    Against the measured baseline's packets on the same split (Welch) when the plan names one,
+    else against the contract's scalar baseline, an assumption. A held-out judgement also
+    carries the campaign-level control, which decides its verdict.
 
     Raises:
-        NotFound: no such hypothesis; Refused: no contract, a split that is not judged, a packet
-        that is not this hypothesis' scored evidence on the split (claimed evidence never counts).
+        NotFound: no such hypothesis; Refused: no contract, a split that is not judged, no
+        usable packet, the baseline itself, or a measured baseline with no values on the split.
     """
     from loopx.stats import RULE, judge
 
     contract = current_contract(view)
-    if contract is None:
+    plan = current_plan(view)
+    if contract is None or plan is None:
         raise Refused("there is no contract: the metric, baseline and seeds come from it")
     if hypothesis_id not in view["hypotheses"]:
         raise NotFound(f"there is no hypothesis {hypothesis_id!r}")
     if split not in JUDGED_SPLITS:
         raise Refused(f"split {split!r} is not judged (dev and heldout are)")
-    usable = packets_for(view, hypothesis_id, split)
-    if packet_ids is None:
-        packet_ids = usable
-    for packet_id in packet_ids:
-        _check_packet(view, hypothesis_id, split, packet_id, usable)
+    baseline_id = baseline_hypothesis(view)
+    if hypothesis_id == baseline_id:
+        raise Refused(f"{hypothesis_id!r} is the campaign's measured baseline: other hypotheses "
+                      "are judged against it, it is not judged itself")
+    packet_ids = packets_for(view, hypothesis_id, split)
     if not packet_ids:
-        raise Refused(f"hypothesis {hypothesis_id!r} has no scored packet with {split} results",
+        raise Refused(f"hypothesis {hypothesis_id!r} has no scored packet with {split} results "
+                      f"under plan version {plan['version']}",
                       hint="an executor records one with `loopx evidence append-packet`")
-    ordered = sorted(set(packet_ids), key=lambda p: view["packets"][p]["seq"])
     metric = contract["metric"]
-    by_seed: dict[int, float] = {}
-    for packet_id in ordered:
-        for r_split, r_metric, seed, value in view["packets"][packet_id]["results"]:
-            if r_split == split and r_metric == metric["name"] and seed in metric["seeds"]:
-                by_seed[seed] = value
-    seeds = [s for s in metric["seeds"] if s in by_seed]
-    values = [by_seed[s] for s in seeds]
+    seeds, values = _values(view, packet_ids, split, metric)
+    baseline_packets: list[str] = []
+    baseline_values: list[float] = []
+    if baseline_id is not None:
+        if baseline_id in view["hypotheses"]:
+            baseline_packets = packets_for(view, baseline_id, split)
+        if not baseline_packets:
+            raise Refused(f"the measured baseline {baseline_id!r} has no scored {split} packet "
+                          f"under plan version {plan['version']} yet",
+                          hint="an executor runs the baseline on this split first")
+        baseline_values = _values(view, baseline_packets, split, metric)[1]
     policy = contract["promotion_policy"]
     payload: dict[str, Any] = {
-        "hypothesis_id": hypothesis_id, "packet_ids": ordered, "split": split,
+        "hypothesis_id": hypothesis_id, "packet_ids": packet_ids, "split": split,
         "metric": metric["name"], "direction": metric["direction"],
-        "baseline": metric["baseline"], "baseline_values": [], "values": values,
-        "seeds": seeds, "rule": RULE, "statistic": None, "p_value": None, "mean_delta": None,
-        "verdict": "needs_retry", "notes": None,
+        "baseline": None if baseline_id else metric["baseline"],
+        "baseline_values": baseline_values, "values": values, "seeds": seeds, "rule": RULE,
+        "statistic": None, "p_value": None, "mean_delta": None, "verdict": "needs_retry",
+        "notes": None, "plan_version": plan["version"], "baseline_packet_ids": baseline_packets,
+        "control": None,
     }
-    if len(seeds) == len(metric["seeds"]):
-        judged = judge(values, baseline=metric["baseline"], direction=metric["direction"],
-                       min_delta=metric["min_delta"], alpha=policy["alpha"]).to_json()
-        # to_json turns an infinite statistic (a deterministic measurement) into None.
-        payload.update({k: judged[k] for k in ("verdict", "p_value", "mean_delta", "statistic")})
-    else:
-        missing = [s for s in metric["seeds"] if s not in by_seed]
+    missing = [s for s in metric["seeds"] if s not in seeds]
+    if missing:
         payload["notes"] = f"no {metric['name']} value for seed(s) {', '.join(map(str, missing))}"
+        return payload
+    judged = judge(values, baseline=metric["baseline"], direction=metric["direction"],
+                   min_delta=metric["min_delta"], alpha=policy["alpha"],
+                   baseline_values=baseline_values or None)
+    out = judged.to_json()  # an infinite statistic (a deterministic measurement) becomes None
+    payload.update({k: out[k] for k in ("verdict", "p_value", "mean_delta", "statistic")})
+    control = plan["plan"]["promotion_policy.campaign_control"]
+    if split == "heldout" and control is not None:
+        index, found = family_position(view, hypothesis_id)
+        applied = apply_control(control, judged.p_value, judged.mean_delta >= metric["min_delta"],
+                                index=index, discoveries_before=found,
+                                looks=plan["plan"]["evaluation.heldout_read_budget"] or 1)
+        payload["control"] = applied
+        if applied["discovery"]:
+            payload["verdict"] = "supports"
+        elif judged.verdict != "contradicts":
+            payload["verdict"] = "inconclusive"
     return payload
-
-
-def _check_packet(view: View, hypothesis_id: str, split: str, packet_id: str,
-                  usable: list[str]) -> None:
-    packet = view["packets"].get(packet_id)
-    if packet is None or packet["hypothesis_id"] != hypothesis_id:
-        raise Refused(f"packet {packet_id!r} is not evidence for hypothesis {hypothesis_id!r}")
-    if packet["provenance"] == "claimed":
-        raise Refused(f"packet {packet_id!r} has claimed provenance; claimed evidence never "
-                      "counts")
-    if packet_id not in usable:
-        raise Refused(f"packet {packet_id!r} is {packet['status']} or has no {split} results")

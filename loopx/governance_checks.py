@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from loopx.campaign_state import TERMINAL, approval_subjects, current_contract
-from loopx.errors import Refused
+from loopx.errors import Refused, ResearchRefused
 from loopx.governance import (
     TRANSITIONS,
     Block,
@@ -25,6 +25,7 @@ from loopx.governance import (
     transition_allowed,
     unknown_tool,
 )
+from loopx.plan import current_plan
 from loopx.stopping import stop_reasons
 
 if TYPE_CHECKING:
@@ -60,6 +61,15 @@ def _check_contract(view: View, who: Identity, record: Record) -> None:
         raise Refused("the amendment changes nothing")
     if sorted(p["amendment"]["changed"]) != changed:
         raise Refused(f"amendment.changed must list exactly what changed: {', '.join(changed)}")
+    plan = current_plan(view)
+    measured = None if plan is None else plan["plan"]["metric.baseline_hypothesis"]
+    if (plan is not None and plan["frozen_seq"] is not None and measured is not None
+            and p["metric"].get("baseline_hypothesis") is None):
+        raise ResearchRefused(
+            "measured_baseline", f"the plan measures its baseline ({measured!r}) and evidence "
+            f"has been recorded under it since seq {plan['frozen_seq']}: an amendment may name "
+            "another measured baseline, never replace it with an assumed number",
+            hint="set metric.baseline_hypothesis to a hypothesis the executors will measure")
 
 
 def _check_transition(view: View, who: Identity, record: Record) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from loopx.errors import LoopxError, RecordRejected, StaleLease, UsageProblem
+from loopx.errors import LoopxError, RecordRejected, ResearchRefused, StaleLease, UsageProblem
 from loopx.lane_result import LaneResult, parse_result
 
 if TYPE_CHECKING:
@@ -386,9 +386,17 @@ class LaneRunner:
                 payload["exit_status"] = attempt.exit_status
             before.insert(0, self._fill({"schema_version": PACKET, "payload": payload},
                                         worktree))
-        attempt.seq = fail(self.ledger, self.creds, todo["todo_id"], todo["epoch"],
-                           attempt.reason, {"exit_status": attempt.exit_status},
-                           before=before)["seq"]
+        try:
+            attempt.seq = fail(self.ledger, self.creds, todo["todo_id"], todo["epoch"],
+                               attempt.reason, {"exit_status": attempt.exit_status},
+                               before=before)["seq"]
+        except ResearchRefused as exc:
+            # The packet itself was refused (another attempt used the last one meanwhile); the
+            # refusal is recorded in its place, and the todo must not stay claimed.
+            attempt.reason = f"{attempt.reason}; its packet was refused: {exc.message}"[:2048]
+            attempt.seq = fail(self.ledger, self.creds, todo["todo_id"], todo["epoch"],
+                               attempt.reason, {"exit_status": attempt.exit_status},
+                               before=[self._usage(attempt)])["seq"]
 
     def _release(self, todo_id: str, epoch: int, reason: str) -> None:
         from loopx.claims import release

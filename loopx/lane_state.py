@@ -35,7 +35,7 @@ class LanesReducer:
     """
 
     name = "lanes"
-    version = 6
+    version = 7
 
     def initial(self) -> LaneState:
         state: LaneState = {name: {} for name in SLICES}

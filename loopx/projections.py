@@ -8,30 +8,33 @@ plus one pass over the hypotheses, never a replay of the log.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from loopx.campaign_state import current_contract
+from loopx.gates import (
+    GATES,
+    Gate,
+    live_decision,
+    control_words,
+    final_heldout,
+    gates,
+    relied_packets,
+)
+from loopx.plan import current_plan
+from loopx.research_state import baseline_hypothesis, counts, dev_attempts
+
+__all__ = ["GATES", "RETIRE_REASONS", "STATES", "Gate", "Row", "candidates", "control_words",
+           "final_heldout", "frontier", "gates", "promotion_blockers", "relied_packets",
+           "retirement_reasons", "row"]
 
 View = dict[str, Any]
 
 STATES = ("proposed", "selected", "running", "evidence_recorded", "supported", "needs_retry",
-          "contradicted", "at_promotion_gate", "promoted", "retired")
-GATES = ("protected_boundary", "heldout", "novelty", "owner", "first_screen")
+          "contradicted", "no_effect_found", "retry_exhausted", "at_promotion_gate", "promoted",
+          "retired", "baseline")
 RETIRE_REASONS = ("contradicted", "duplicate", "operator_rejected", "retry_exhausted",
-                  "superseded", "guardrail_failed")
+                  "superseded", "guardrail_failed", "no_effect_found")
 UNSCORED = ("failed", "timeout", "invalid_output", "cancelled")
-
-
-@dataclass
-class Gate:
-    """One gate for one hypothesis: whether it applies, its status and why."""
-
-    name: str
-    required: bool
-    status: str  # passed, failed, pending or not_required
-    reasons: list[str] = field(default_factory=list)
-    rests_on: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -56,117 +59,6 @@ class Row:
         return asdict(self)
 
 
-def relied_packets(entry: dict[str, Any]) -> list[str]:
-    """The packets the hypothesis' latest dev and held-out judgements rest on."""
-    out: list[str] = []
-    for split in ("dev", "heldout"):
-        judgement = entry["judgements"].get(split)
-        if judgement is not None:
-            out += [p for p in judgement["packet_ids"] if p not in out]
-    return out
-
-
-def _counts(judgement: dict[str, Any] | None) -> bool:
-    return judgement is not None and judgement["provenance"] != "claimed"
-
-
-def gates(view: View, entry: dict[str, Any]) -> dict[str, Gate]:
-    """Every gate for one hypothesis under the contract in force."""
-    contract = current_contract(view)
-    policy = contract["promotion_policy"] if contract else {}
-    required = set(policy.get("required_gates", ()))
-    out: dict[str, Gate] = {}
-
-    # Always required, whatever the contract lists: dev-only lift is never a promotion.
-    heldout = entry["judgements"].get("heldout")
-    if heldout is None:
-        out["heldout"] = Gate("heldout", True, "pending", ["no held-out judgement yet"])
-    elif not _counts(heldout):
-        out["heldout"] = Gate("heldout", True, "failed",
-                              ["the held-out judgement has claimed provenance"])
-    elif heldout["verdict"] == "supports":
-        out["heldout"] = Gate("heldout", True, "passed", rests_on=[heldout["event_id"]])
-    else:
-        out["heldout"] = Gate("heldout", True, "failed",
-                              [f"held-out verdict {heldout['verdict']}"], [heldout["event_id"]])
-
-    boundary = entry["boundary"]
-    relied = relied_packets(entry)
-    if "protected_boundary" not in required:
-        out["protected_boundary"] = Gate("protected_boundary", False, "not_required")
-    elif boundary is None:
-        out["protected_boundary"] = Gate("protected_boundary", True, "pending",
-                                         ["not checked from git yet (`loopx gate check`)"])
-    elif boundary["violations"]:
-        out["protected_boundary"] = Gate("protected_boundary", True, "failed",
-                                         boundary["violations"], [boundary["record_id"]])
-    elif not boundary["passed"]:
-        # Nothing could be verified (no git, unknown commits): promotion stays blocked, but
-        # that is no evidence of tampering, so it is no guardrail failure either.
-        out["protected_boundary"] = Gate("protected_boundary", True, "pending",
-                                         ["could not be verified: "
-                                          + "; ".join(boundary["reasons"])],
-                                         [boundary["record_id"]])
-    else:
-        missing = [p for p in relied if p not in boundary["packets"]]
-        if missing:
-            out["protected_boundary"] = Gate(
-                "protected_boundary", True, "pending",
-                [f"packets not covered by the last check: {', '.join(missing)}"],
-                [boundary["record_id"]])
-        else:
-            out["protected_boundary"] = Gate("protected_boundary", True, "passed",
-                                             rests_on=[boundary["record_id"]])
-
-    independent = [a for a in entry["audits"] if a["agent_id"] != entry["proposer"]]
-    if not (entry["claims_novelty"] or "novelty" in required):
-        out["novelty"] = Gate("novelty", False, "not_required")
-    elif not independent:
-        out["novelty"] = Gate("novelty", True, "pending",
-                              ["no novelty audit by an agent other than the proposer"])
-    else:
-        last = independent[-1]
-        status = {"novel": "passed", "not_novel": "failed"}.get(last["verdict"], "pending")
-        out["novelty"] = Gate("novelty", True, status,
-                              [] if status == "passed" else [f"audit verdict {last['verdict']}"],
-                              [last["record_id"]])
-
-    decision = _live_decision(view, entry)
-    if not (policy.get("require_owner_approval") or "owner" in required):
-        out["owner"] = Gate("owner", False, "not_required")
-    elif decision is None or decision["outcome"] != "promoted" or decision["approval"] is None:
-        out["owner"] = Gate("owner", True, "pending",
-                            ["the owner approves the promotion decision once it is written"])
-    else:
-        approval = decision["approval"]
-        out["owner"] = Gate("owner", True,
-                            "passed" if approval["verdict"] == "approved" else "failed",
-                            [] if approval["verdict"] == "approved" else ["rejected by the owner"],
-                            [approval["record_id"]])
-
-    if "first_screen" not in required:
-        out["first_screen"] = Gate("first_screen", False, "not_required")
-    else:
-        # The narrator's gate: passed once the owner approved a first-screen preview rendered
-        # from a log that already held this hypothesis as it stands (its revision).
-        reviewed = [p for p in view["previews"].values()
-                    if p["head_seq"] >= entry["revision"] and p["approval"] is not None
-                    and p["approval"]["verdict"] == "approved"]
-        if reviewed:
-            last = max(reviewed, key=lambda p: p["seq"])
-            out["first_screen"] = Gate("first_screen", True, "passed",
-                                       rests_on=[last["approval"]["record_id"]])
-        else:
-            out["first_screen"] = Gate("first_screen", True, "pending", [
-                f"no approved first-screen preview since revision {entry['revision']}"])
-    return {name: out[name] for name in GATES}
-
-
-def _live_decision(view: View, entry: dict[str, Any]) -> dict[str, Any] | None:
-    decision_id = view["hypothesis_decisions"].get(entry["hypothesis_id"])
-    return None if decision_id is None else view["decisions"][decision_id]
-
-
 def _todos(view: View, hypothesis_id: str) -> list[dict[str, Any]]:
     todos = view["todos"]
     return [{**todos[t], "todo_id": t}
@@ -174,8 +66,8 @@ def _todos(view: View, hypothesis_id: str) -> list[dict[str, Any]]:
 
 
 def _max_attempts(view: View) -> int:
-    contract = current_contract(view)
-    return contract["promotion_policy"]["max_attempts"] if contract else 3
+    plan = current_plan(view)
+    return (plan["plan"]["promotion_policy.max_attempts"] if plan else None) or 3
 
 
 def promotion_blockers(view: View, entry: dict[str, Any],
@@ -185,8 +77,10 @@ def promotion_blockers(view: View, entry: dict[str, Any],
     dev = entry["judgements"].get("dev")
     if dev is None:
         out.append("no dev judgement")
-    elif not _counts(dev):
+    elif dev["provenance"] == "claimed":
         out.append("the dev judgement has claimed provenance")
+    elif not counts(view, dev):
+        out.append("the dev judgement was made under an earlier plan version")
     elif dev["verdict"] != "supports":
         out.append(f"dev verdict {dev['verdict']}")
     for name, gate in gate_rows.items():
@@ -204,42 +98,71 @@ def promotion_blockers(view: View, entry: dict[str, Any],
 def retirement_reasons(view: View, entry: dict[str, Any],
                        gate_rows: dict[str, Gate]) -> dict[str, list[str]]:
     """Each retirement reason that applies, with the records it rests on."""
-    out: dict[str, list[str]] = {}
-    for split in ("dev", "heldout"):
-        judgement = entry["judgements"].get(split)
-        if _counts(judgement) and judgement["verdict"] == "contradicts":
-            out.setdefault("contradicted", []).append(judgement["event_id"])
+    return {reason: refs for reason, (refs, _) in _retirements(view, entry, gate_rows).items()}
+
+
+def _retirements(view: View, entry: dict[str, Any], gate_rows: dict[str, Gate]
+                 ) -> dict[str, tuple[list[str], str]]:
+    """Each retirement reason that applies: the records it rests on, and why, in words."""
+    out: dict[str, tuple[list[str], str]] = {}
+    judgements = entry["judgements"]
+    worse = [j for j in judgements.values() if counts(view, j) and j["verdict"] == "contradicts"]
+    if worse:
+        out["contradicted"] = ([j["event_id"] for j in worse], "significantly worse than the "
+                               "baseline on " + " and ".join(j["split"] for j in worse))
     boundary = gate_rows["protected_boundary"]
     if boundary.status == "failed":
-        out["guardrail_failed"] = list(boundary.rests_on)
-    packets = [view["packets"][p] for p in entry["packets"] if p in view["packets"]]
-    failed = [p["packet_id"] for p in packets if p["status"] in UNSCORED]
-    if len(failed) >= _max_attempts(view) and gate_rows["heldout"].status != "passed":
-        out["retry_exhausted"] = failed
+        out["guardrail_failed"] = (list(boundary.rests_on), "; ".join(boundary.reasons))
+    final = final_heldout(view, entry)
+    dev = judgements.get("dev")
+    dev_ok = counts(view, dev) and dev is not None and dev["verdict"] == "supports"
+    if final is not None and final["verdict"] == "inconclusive":
+        out["no_effect_found"] = ([final["event_id"]], "the final held-out judgement found no "
+                                  f"effect{control_words(final)}")
+    attempts = dev_attempts(view, entry)
+    limit = _max_attempts(view)
+    if len(attempts) >= limit and not dev_ok and gate_rows["heldout"].status != "passed":
+        used = f"{len(attempts)} of {limit} attempt(s) used"
+        refs = [p["packet_id"] for p in attempts]
+        if counts(view, dev) and dev is not None and dev["verdict"] == "inconclusive":
+            out.setdefault("no_effect_found", (
+                [*refs, dev["event_id"]], f"{used}; the dev judgement over all of them found no "
+                f"effect (p {dev['p_value']:.3g})"))
+        elif "contradicted" not in out:
+            kinds = ", ".join(sorted({p["status"] for p in attempts}))
+            out["retry_exhausted"] = (refs, f"{used} ({kinds}) without a judgement that "
+                                      "supports or contradicts it")
     earlier = [h for h in view["content_index"].get(entry["content_sha256"], ())
                if h != entry["hypothesis_id"]
                and view["hypotheses"][h]["seq"] < entry["seq"]]
     if earlier:
-        out["duplicate"] = [view["hypotheses"][h]["record_id"] for h in earlier]
+        out["duplicate"] = ([view["hypotheses"][h]["record_id"] for h in earlier],
+                            "the same idea as " + ", ".join(earlier))
     if entry["superseded_by"] is not None:
-        out["superseded"] = [view["hypotheses"][entry["superseded_by"]]["record_id"]]
-    decision = _live_decision(view, entry)
+        out["superseded"] = ([view["hypotheses"][entry["superseded_by"]]["record_id"]],
+                             f"superseded by {entry['superseded_by']}")
+    decision = live_decision(view, entry)
     if (decision is not None and decision["outcome"] == "promoted"
             and decision["approval"] is not None
             and decision["approval"]["verdict"] == "rejected"):
-        out["operator_rejected"] = [decision["approval"]["record_id"]]
+        out["operator_rejected"] = ([decision["approval"]["record_id"]],
+                                    "the owner rejected the promotion")
     return {reason: out[reason] for reason in RETIRE_REASONS if reason in out}
 
 
 def _retry(view: View, entry: dict[str, Any]) -> dict[str, Any] | None:
-    if not entry["packets"]:
+    """The next bounded dev attempt, while the plan's attempt limit leaves one: after a failed
+    attempt, or a dev judgement over every attempt so far that needs one or found nothing yet."""
+    attempts = dev_attempts(view, entry)
+    if not attempts or final_heldout(view, entry) is not None:
         return None
-    last = view["packets"][entry["packets"][-1]]
-    failed = sum(1 for p in entry["packets"] if view["packets"][p]["status"] in UNSCORED)
-    left = _max_attempts(view) - failed
-    needs = any(j["verdict"] == "needs_retry" and j["packet_ids"][-1:] == [last["packet_id"]]
-                for j in entry["judgements"].values())
-    if left <= 0 or not (last["status"] in UNSCORED or needs):
+    last = attempts[-1]
+    left = _max_attempts(view) - len(attempts)
+    dev = entry["judgements"].get("dev")
+    judged_last = (counts(view, dev) and dev is not None
+                   and dev["packet_ids"][-1:] == [last["packet_id"]]
+                   and dev["verdict"] in ("needs_retry", "inconclusive"))
+    if left <= 0 or not (last["status"] in UNSCORED or judged_last):
         return None
     return {"packet_id": last["packet_id"], "branch": last["branch"],
             "evaluated_commit": last["evaluated_commit"], "attempts_left": left,
@@ -250,9 +173,11 @@ def row(view: View, hypothesis_id: str) -> Row:
     """The frontier row of one hypothesis: state, next action and role, gates, candidacy."""
     entry = view["hypotheses"][hypothesis_id]
     gate_rows = gates(view, entry)
-    decision = _live_decision(view, entry)
+    if hypothesis_id == baseline_hypothesis(view):
+        return _baseline_row(view, entry, gate_rows)
+    decision = live_decision(view, entry)
     blockers = promotion_blockers(view, entry, gate_rows)
-    retire = retirement_reasons(view, entry, gate_rows)
+    retire = _retirements(view, entry, gate_rows)
     retry = _retry(view, entry)
     promotion = None
     if decision is None and not blockers:
@@ -260,21 +185,42 @@ def row(view: View, hypothesis_id: str) -> Row:
                  entry["judgements"]["dev"]["event_id"]]
         for gate in gate_rows.values():
             rests += [r for r in gate.rests_on if r not in rests]
-        promotion = {"rests_on": rests}
+        final = final_heldout(view, entry)
+        assert final is not None  # the held-out gate passed
+        promotion = {"rests_on": rests, "heldout": {
+            "event_id": final["event_id"], "p_value": final["p_value"],
+            "mean_delta": final["mean_delta"], "control": final.get("control")}}
     retirement = None
     undecided = decision is None or decision["outcome"] == "promoted"
     if retire and undecided:
         retirement = {"reasons": list(retire),
-                      "rests_on": sorted({r for refs in retire.values() for r in refs})}
-    state, action, role, detail = _state(view, entry, gate_rows, decision, blockers, retry)
+                      "rests_on": sorted({r for refs, _ in retire.values() for r in refs}),
+                      "why": {reason: why for reason, (_, why) in retire.items()}}
+    state, action, role, detail = _state(view, entry, gate_rows, decision, blockers, retry,
+                                         retire)
     return Row(hypothesis_id, entry["title"], state, entry["revision"], action, role, detail,
                gate_rows, promotion, retirement, retry if decision is None else None,
                None if decision is None else decision["decision_id"])
 
 
+def _baseline_row(view: View, entry: dict[str, Any], gate_rows: dict[str, Gate]) -> Row:
+    """The measured baseline: run on each split, never judged, promoted or retired."""
+    from loopx.evidence import packets_for
+
+    todos = [t for t in _todos(view, entry["hypothesis_id"])
+             if t["status"] in ("open", "claimed") and t["role"] == "research_executor"]
+    measured = [s for s in ("dev", "heldout") if packets_for(view, entry["hypothesis_id"], s)]
+    detail = ("the campaign's measured baseline; measured on "
+              + (", ".join(measured) if measured else "nothing yet"))
+    action = todos[0]["action_kind"] if todos else None
+    return Row(entry["hypothesis_id"], entry["title"], "baseline", entry["revision"], action,
+               "research_executor" if todos else None, detail, gate_rows, None, None, None, None)
+
+
 def _state(view: View, entry: dict[str, Any], gate_rows: dict[str, Gate],
            decision: dict[str, Any] | None, blockers: list[str],
-           retry: dict[str, Any] | None) -> tuple[str, str | None, str | None, str]:
+           retry: dict[str, Any] | None, retire: dict[str, tuple[list[str], str]]
+           ) -> tuple[str, str | None, str | None, str]:
     judgements = entry["judgements"]
     if decision is not None:
         if decision["outcome"] == "retired":
@@ -287,11 +233,15 @@ def _state(view: View, entry: dict[str, Any], gate_rows: dict[str, Gate],
             return ("at_promotion_gate", "decide", "evaluator_promoter",
                     "the owner rejected the promotion: retire it (operator_rejected)")
         return "promoted", None, None, f"promoted by {decision['decision_id']}"
-    if any(_counts(j) and j["verdict"] == "contradicts" for j in judgements.values()):
+    if "contradicted" in retire:
         return "contradicted", "decide", "evaluator_promoter", "retire it (contradicted)"
     if gate_rows["protected_boundary"].status == "failed":
         return "contradicted", "decide", "evaluator_promoter", "retire it (guardrail_failed)"
-    dev_ok = _counts(judgements.get("dev")) and judgements["dev"]["verdict"] == "supports"
+    for reason in ("no_effect_found", "retry_exhausted"):
+        if reason in retire:
+            return (reason, "decide", "evaluator_promoter",
+                    f"retire it ({reason}): {retire[reason][1]}")
+    dev_ok = counts(view, judgements.get("dev")) and judgements["dev"]["verdict"] == "supports"
     heldout_ok = gate_rows["heldout"].status == "passed"
     if dev_ok and heldout_ok:
         if not blockers:
@@ -329,7 +279,7 @@ def _state(view: View, entry: dict[str, Any], gate_rows: dict[str, Gate],
                 f"todo {open_todos[0]['todo_id']} is open")
     if judgements:
         verdicts = ", ".join(f"{s} {j['verdict']}" for s, j in sorted(judgements.items()))
-        return "needs_retry", "retry_attempt", "research_executor", verdicts
+        return "needs_retry", "add_todo", "hypothesis_proposer", verdicts
     return "proposed", "add_todo", "hypothesis_proposer", "no todo works on it yet"
 
 

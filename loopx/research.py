@@ -51,17 +51,19 @@ def append_packet(ledger: Ledger, creds: Credentials, payload: dict[str, Any], *
             "status": record["payload"]["status"]}
 
 
-def judge(ledger: Ledger, creds: Credentials, hypothesis_id: str, split: str, *,
-          packet_ids: list[str] | None = None) -> dict[str, Any]:
-    """Judge a hypothesis' scored packets on ``split`` under the contract's rule and record it.
+def judge(ledger: Ledger, creds: Credentials, hypothesis_id: str, split: str) -> dict[str, Any]:
+    """Judge every scored packet of a hypothesis on ``split`` (under the plan in force) with the
+    contract's rule, against the measured or the assumed baseline, and record it. A held-out
+    judgement carries the campaign-level control and is final.
 
     Raises:
-        NotFound, Refused: no such hypothesis, no usable packet, claimed evidence.
+        ResearchRefused: a second held-out judgement (recorded); NotFound, Refused: no such
+        hypothesis, no usable packet, the baseline itself or a baseline not measured yet.
     """
     from loopx.evidence import judgement_payload
 
     def plan(view: LaneState, who: Identity, now: str) -> list[Record]:
-        payload = judgement_payload(view, hypothesis_id, split, packet_ids)
+        payload = judgement_payload(view, hypothesis_id, split)
         return ledger.prepare(draft(payload, kind="research_evidence_event_v0"), who)
 
     [record] = ledger.write(creds, plan)
@@ -70,7 +72,9 @@ def judge(ledger: Ledger, creds: Credentials, hypothesis_id: str, split: str, *,
             "split": split, "verdict": p["verdict"], "values": p["values"], "seeds": p["seeds"],
             "mean_delta": p["mean_delta"], "p_value": p["p_value"],
             "statistic": p["statistic"], "packet_ids": p["packet_ids"], "rule": p["rule"],
-            "notes": p["notes"]}
+            "notes": p["notes"], "baseline": p["baseline"], "baseline_values": p["baseline_values"],
+            "baseline_packet_ids": p["baseline_packet_ids"], "plan_version": p["plan_version"],
+            "control": p["control"]}
 
 
 def audit_novelty(ledger: Ledger, creds: Credentials, hypothesis_id: str, verdict: str, *,

@@ -12,6 +12,8 @@ import hashlib
 import json
 from typing import Any
 
+from loopx.plan import current_plan, freeze, plan_version
+
 SLICES = ("hypotheses", "packets", "content_index", "hypothesis_todos")
 HELDOUT_ACTION = "run_holdout_eval"
 # The todo actions that evaluate a hypothesis, and the split each reads.
@@ -38,6 +40,42 @@ def _numbers(value: Any) -> Any:
     if isinstance(value, list):
         return [_numbers(v) for v in value]
     return value
+
+
+def counts(view: dict[str, Any], judgement: dict[str, Any] | None) -> bool:
+    """Whether a judgement counts: not of claimed provenance, and made under the plan version in
+    force (an amendment of the plan never rescues, nor keeps, a judgement on the old terms)."""
+    return (judgement is not None and judgement["provenance"] != "claimed"
+            and (judgement["plan_version"] or 1) == plan_version(view))
+
+
+def baseline_hypothesis(view: dict[str, Any]) -> str | None:
+    """The hypothesis whose packets measure the baseline under the plan in force, if any."""
+    plan = current_plan(view)
+    return None if plan is None else plan["plan"]["metric.baseline_hypothesis"]
+
+
+def dev_attempts(view: dict[str, Any], entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """The hypothesis' attempts outside held-out todos under the plan in force, scored or not:
+    each counts toward the plan's ``max_attempts``."""
+    version = plan_version(view)
+    packets = (view["packets"][p] for p in entry["packets"])
+    return [p for p in packets if not p["heldout"] and p["plan_version"] == version]
+
+
+def measured_baseline_mean(view: dict[str, Any]) -> float | None:
+    """The measured baseline's mean held-out value under the plan in force, if it has one."""
+    baseline = baseline_hypothesis(view)
+    entry = view["hypotheses"].get(baseline or "")
+    if entry is None:
+        return None
+    plan = current_plan(view)
+    assert plan is not None  # a baseline hypothesis is named by a plan
+    values = [r[3] for p in entry["packets"] for r in view["packets"][p]["results"]
+              if view["packets"][p]["plan_version"] == plan["version"]
+              and view["packets"][p]["status"] == "scored" and r[0] == "heldout"
+              and r[1] == plan["plan"]["metric.name"]]
+    return sum(values) / len(values) if values else None
 
 
 def heldout_mean(view: dict[str, Any], hypothesis_id: str) -> float | None:
@@ -76,6 +114,7 @@ def _hypothesis(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any])
         "content_sha256": digest, "supersedes": p.get("supersedes"), "superseded_by": None,
         "packets": [], "events": [], "judgements": {}, "audits": [], "boundary": None, "gates": [],
         "heldout_reads": 0, "refusals": 0, "visibility": record["visibility"],
+        "family_index": None, "heldout_judgements": [],
     }
     view["content_index"][digest] = [*view["content_index"].get(digest, ()), hid]
     old = p.get("supersedes")
@@ -85,7 +124,13 @@ def _hypothesis(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any])
 
 def _packet(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
     hid = p["hypothesis_id"]
+    todo = view["todos"].get(record["todo_id"] or "")
+    heldout = (any(r["split"] == "heldout" for r in p["results"])
+               or (todo is not None and todo["action_kind"] == HELDOUT_ACTION))
+    campaign = view["campaign"]
+    campaign["plans"] = freeze(campaign["plans"], record["seq"])
     view["packets"][record["record_id"]] = {
+        "plan_version": plan_version(view), "heldout": heldout,
         "packet_id": record["record_id"], "hypothesis_id": hid, "status": p["status"],
         "attempt": p["attempt"], "branch": p.get("branch"),
         "base_commit": p.get("base_commit"), "evaluated_commit": p.get("evaluated_commit"),
@@ -109,10 +154,15 @@ def _event(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> N
                "p_value": p.get("p_value"), "provenance": record["provenance"],
                "agent_id": record["agent_id"], "metric": p["metric"],
                "baseline": p.get("baseline"), "baseline_values": list(p["baseline_values"]),
-               "seeds": list(p["seeds"]), "rule": p["rule"], "visibility": record["visibility"]}
+               "seeds": list(p["seeds"]), "rule": p["rule"], "visibility": record["visibility"],
+               "plan_version": p.get("plan_version"), "control": p.get("control"),
+               "baseline_packet_ids": list(p.get("baseline_packet_ids") or [])}
     brief = {k: summary[k] for k in ("event_id", "seq", "split", "verdict", "packet_ids")}
+    heldout = entry["heldout_judgements"]
+    if p["split"] == "heldout":
+        heldout = [*heldout, summary]
     _touch(view, hid, record, events=[*entry["events"], brief],
-           judgements={**entry["judgements"], p["split"]: summary})
+           judgements={**entry["judgements"], p["split"]: summary}, heldout_judgements=heldout)
 
 
 def _audit(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
@@ -153,9 +203,15 @@ def _claim(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> N
     if todo is None or todo["action_kind"] != HELDOUT_ACTION:
         return
     entry = view["hypotheses"].get(todo["hypothesis_id"] or "")
-    if entry is not None:
-        view["hypotheses"][entry["hypothesis_id"]] = {
-            **entry, "heldout_reads": entry["heldout_reads"] + 1}
+    if entry is None:
+        return
+    changes = {"heldout_reads": entry["heldout_reads"] + 1}
+    # The first held-out claim numbers the hypothesis in the campaign's test family, before any
+    # of its held-out values exist (loopx.control); the measured baseline is not tested.
+    if entry["family_index"] is None and entry["hypothesis_id"] != baseline_hypothesis(view):
+        campaign = view["campaign"]
+        campaign["family_size"] = changes["family_index"] = campaign["family_size"] + 1
+    view["hypotheses"][entry["hypothesis_id"]] = {**entry, **changes}
 
 
 def _todo(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:

@@ -38,8 +38,11 @@ def best_of(values: list[tuple[float, str]],
 
 def next_iteration(iterations: dict[str, Any], contract: dict[str, Any] | None,
                    decision: dict[str, Any], heldout_value: float | None,
-                   seq: int) -> dict[str, Any]:
+                   seq: int, measured_baseline: float | None = None) -> dict[str, Any]:
     """The counters after one more decision (a promotion may raise the best held-out value).
+
+    Before any promotion the reference is the measured baseline's held-out mean when the plan
+    measures one, else the contract's assumed scalar baseline.
 
     An iteration improves when the best moved by a positive amount that is at least the stop
     policy's ``min_improvement_percent`` of the previous best (any positive move when the previous
@@ -52,7 +55,8 @@ def next_iteration(iterations: dict[str, Any], contract: dict[str, Any] | None,
     improved = False
     if contract is not None and decision["outcome"] == "promoted" and heldout_value is not None:
         metric = contract["metric"]
-        before = iterations["best"] if iterations["best"] is not None else metric["baseline"]
+        reference = metric["baseline"] if measured_baseline is None else measured_baseline
+        before = iterations["best"] if iterations["best"] is not None else reference
         if _better(heldout_value, before, metric["direction"]):
             improvement = abs(heldout_value - before)
             percent = improvement / abs(before) * 100 if before != 0 else None

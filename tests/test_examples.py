@@ -68,22 +68,26 @@ def test_research_example_promotes_the_honest_hypothesis_and_retires_the_tampere
     assert "retire it (guardrail_failed)" in out
     assert "h-w256 retired (guardrail_failed)" in out
     # Refused and recorded: a duplicate of the retired idea and a second held-out read.
-    assert "duplicates 'h-w256' (retired;" in out
+    assert "duplicates 'h-w256' (retired, guardrail_failed;" in out
     assert '"detail": {"heldout_budget_spent": ["heldout-w128-again"]}' in out
     assert "has used its held-out read budget (1 of 1)" in out
-    assert out.count("refusal recorded at seq") == 3
+    assert "one held-out claim admits one held-out packet" in out
+    assert "the first held-out judgement is final" in out
+    assert out.count("refusal recorded at seq") == 5
     for rule in ("dev_only_lift research_decision_v0 promote h-w128",
                  "duplicate research_hypothesis_v0 propose h-w256-again",
-                 "heldout_budget auto_research_lane_claim_v1 claim h-w128"):
+                 "heldout_once auto_research_evidence_packet_v0 record h-w128",
+                 "heldout_budget auto_research_lane_claim_v1 claim h-w128",
+                 "heldout_final research_evidence_event_v0 judge h-w128"):
         assert rule in out
-    assert out.count("(exit status 8)") == 3
+    assert out.count("(exit status 8)") == 5
     assert "h-w128                   promoted" in out
     # The narrator: the new first screen is held back until the owner approves its preview.
     assert "first screen held back: the first screen changed and has no approved preview" in out
     assert "preview   preview-1            by narr" in out
     assert "first screen approved change" in out
     assert "> Promoted: width 128. Held-out accuracy improved by +0.008333" in out
-    assert "anchor seq 57 matches" in out
+    assert "anchor seq 59 matches" in out
     assert "/data/mnist/heldout" not in out.split("registered narr as product_narrator")[1]
     assert "h-w256                   retired" in out
     assert "iterations 2, best 0.978" in out

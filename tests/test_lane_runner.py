@@ -298,3 +298,39 @@ def test_a_dirty_worktree_is_not_evaluated(repo: Setup) -> None:
     assert attempt["outcome"] == "failed" and "the worktree is dirty" in attempt["reason"]
     [packet] = repo.records("auto_research_evidence_packet_v0")
     assert packet["payload"]["status"] == "failed"
+
+
+def test_an_attempt_past_the_limit_is_refused_and_its_todo_not_left_claimed(ws: Setup) -> None:
+    """Two executors race for a hypothesis' last attempt: the loser's failure packet is refused
+    (and the refusal recorded), and its todo is failed, not left claimed for a whole lease."""
+    from loopx.agents import register_agent
+
+    ws.r.agents["ex2"] = Credentials("ex2", register_agent(ws.ledger, ws.owner, "ex2",
+                                                           "research_executor")[1])
+    ws.r.run("h1", "dev", None, status="failed")
+    ws.r.run("h1", "dev", None, status="failed")  # two of the three attempts used
+    ws.dev_todo("dev-race")
+    started, go = ws.root.parent / "started", ws.root.parent / "go"
+    script = ws.script("slow_fail", f"""
+        import os, sys, time
+        open({str(started)!r}, "w").write("1")
+        while not os.path.exists({str(go)!r}):
+            time.sleep(0.05)
+        sys.exit(3)
+    """)
+    runner = ws.lane("ex2", script, "--no-worktree", "--max-attempts", "1", wait=False)
+    deadline = time.monotonic() + 30
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert started.exists(), runner.stderr.read() if runner.poll() is not None else "no start"
+    ws.r.run("h1", "dev", None, status="timeout")  # the other executor takes the last attempt
+    go.write_text("1")
+    out, err = runner.communicate(timeout=60)
+    assert runner.returncode == 0 and "Traceback" not in err, err
+    assert json.loads(out)["failed"] == 1
+    [refusal] = ws.records("research_refusal_v0")
+    assert refusal["payload"]["rule"] == "attempts_exhausted" and refusal["agent_id"] == "ex2"
+    [failure] = [r for r in ws.records("todo_event_v0") if r["todo_id"] == "dev-race"
+                 and r["payload"]["event"] == "failed"]
+    assert "its packet was refused" in failure["payload"]["reason"]
+    assert ws.todo("dev-race")["status"] != "claimed"

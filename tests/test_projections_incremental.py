@@ -255,7 +255,7 @@ def scenario(loop: ResearchLoop) -> None:
     """A log with many kinds of outcome: promoted after an audit and the owner's approval,
     contradicted and retired, a duplicate, attempts that failed until none were left."""
     ev = loop.agents["ev"]
-    loop.supported("zeta-0", [0.95, 0.96, 0.97], [0.93, 0.94, 0.95], claims_novelty=True)
+    loop.supported("zeta-0", [0.95, 0.96, 0.97], [0.95, 0.96, 0.97], claims_novelty=True)
     audit_novelty(loop.ledger, ev, "zeta-0", "novel")
     promoted = decide(loop.ledger, ev, "zeta-0", "promoted")
     decide_approval(loop.ledger, loop.owner, promoted["decision_id"], approved=True, note="ok")

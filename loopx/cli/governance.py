@@ -168,7 +168,7 @@ def contract_show(ctx: click.Context, version: int | None, as_json: bool) -> Non
     lines = [f"contract {c['contract_id']} version {c['version']} (in force: {out['in_force']})"
              f", mode {c['mode']}",
              f"objective: {c['objective']['name']}",
-             f"metric: {m['name']} ({m['direction']}), baseline {m['baseline']:g}, "
+             f"metric: {m['name']} ({m['direction']}), {_baseline_words(m)}, "
              f"seeds {','.join(map(str, m['seeds']))}",
              f"splits: dev {c['evaluation']['dev']['name']}, held-out "
              f"{c['evaluation']['heldout']['name']}"]
@@ -498,6 +498,18 @@ def campaign() -> None:
     """The campaign state machine and its stop policy."""
 
 
+def _baseline_words(metric: dict[str, Any]) -> str:
+    """The baseline as a reader should take it: measured, or a number that is an assumption."""
+    if metric.get("baseline_hypothesis"):
+        return f"from the measured baseline {metric['baseline_hypothesis']}"
+    return f"from {metric['baseline']:g} (an assumed baseline, not measured)"
+
+
+def _control_words(control: dict[str, Any] | None) -> str:
+    return ("no campaign-level control" if not control
+            else f"campaign control {control['rule']} at {control['level']:g}")
+
+
 @campaign.command("status")
 @json_option
 @click.pass_context
@@ -511,7 +523,8 @@ def campaign_status(ctx: click.Context, as_json: bool) -> None:
     lines = [f"campaign {out['state']} since seq {out['since_seq']}"
              + (f" ({', '.join(out['stop_reasons'])})" if out["stop_reasons"] else ""),
              (f"contract {c['contract_id']} v{c['version']}, {c['mode']} mode, {c['metric']} "
-              f"{c['direction']} from {c['baseline']:g}") if c else "no contract yet",
+              f"{c['direction']} {_baseline_words(c)}, plan v{c['plan_version']}, "
+              f"{_control_words(c['campaign_control'])}") if c else "no contract yet",
              f"iterations {it['count']}, best {it['best'] if it['best'] is not None else '-'}"
              f", without improvement {it['stagnant']}, invalid in a row {it['invalid']}",
              _budget_text(out["budget"])]

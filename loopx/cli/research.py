@@ -143,24 +143,28 @@ def evidence_append_packet(ctx: click.Context, source: Path, under: str, agent_i
 @click.argument("hypothesis_id", metavar="HYPOTHESIS")
 @click.option("--split", type=click.Choice(["dev", "heldout"]), required=True,
               help="Which split's results to judge.")
-@click.option("--packet", "packets", multiple=True, metavar="ID",
-              help="Judge only these packets (repeatable; default: every scored one).")
 @agent_option
 @token_file_option
 @json_option
 @click.pass_context
-def evidence_judge(ctx: click.Context, hypothesis_id: str, split: str, packets: tuple[str, ...],
-                   agent_id: str, token_file: Path | None, as_json: bool) -> None:
-    """Judge a hypothesis' packets on one split with the contract's rule and record the verdict
-    (evaluator)."""
+def evidence_judge(ctx: click.Context, hypothesis_id: str, split: str, agent_id: str,
+                   token_file: Path | None, as_json: bool) -> None:
+    """Judge every scored packet of a hypothesis on one split with the contract's rule and
+    record the verdict (evaluator). The first held-out judgement is final."""
+    from loopx.projections import control_words
     from loopx.tools.research import Judge
 
-    out = run_tool(ctx, "evidence.judge", Judge(hypothesis_id, split, list(packets) or None),
+    out = run_tool(ctx, "evidence.judge", Judge(hypothesis_id, split),
                    credentials(agent_id, token_file))
     figures = "" if out["p_value"] is None else (
         f": mean delta {out['mean_delta']:+.4g}, p {out['p_value']:.3g}")
+    if out["control"]:
+        figures = f": mean delta {out['mean_delta']:+.4g}{control_words(out)}"
+    against = (f"the measured baseline ({len(out['baseline_values'])} values)"
+               if out["baseline_values"] else f"the assumed baseline {out['baseline']:g}")
     emit(as_json, out, f"{hypothesis_id} {split}: {out['verdict']}{figures} over seeds "
-                       f"{', '.join(map(str, out['seeds'])) or '-'} (seq {out['seq']})")
+                       f"{', '.join(map(str, out['seeds'])) or '-'} against {against} "
+                       f"(seq {out['seq']})")
 
 
 # -- novelty, gates, decisions ---------------------------------------------------------------
@@ -222,7 +226,7 @@ def gate_check(ctx: click.Context, hypothesis_id: str, agent_id: str, token_file
 @click.argument("hypothesis_id", metavar="HYPOTHESIS")
 @click.option("--reason", type=click.Choice(["contradicted", "duplicate", "operator_rejected",
                                              "retry_exhausted", "superseded",
-                                             "guardrail_failed"]),
+                                             "guardrail_failed", "no_effect_found"]),
               help="Why it is retired (required with retire).")
 @click.option("--note", metavar="TEXT", help="A short note kept with the decision.")
 @click.option("--decision-id", metavar="ID", help="Its id (default: a fresh dec-... id).")

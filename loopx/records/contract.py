@@ -35,11 +35,16 @@ class Objective(Model):
 
 
 class Metric(Model):
-    """The primary metric and how improvement over the baseline is judged."""
+    """The primary metric and how improvement over the baseline is judged.
+
+    ``baseline_hypothesis`` names the hypothesis whose packets measure the baseline (per split,
+    over the contract's seeds); judgements then compare two samples (Welch). Without it the
+    scalar ``baseline`` is an assumption, labelled as such wherever it is used."""
 
     name: Identifier
     direction: Direction
     baseline: float
+    baseline_hypothesis: Identifier | None = None
     min_delta: NonNegative = 0.0
     seeds: Annotated[list[int], Field(min_length=1, max_length=1000)]
 
@@ -70,6 +75,14 @@ class Evaluation(Model):
     heldout_read_budget: Annotated[int, Field(ge=0)] = 1
 
 
+class CampaignControl(Model):
+    """The campaign-level error control over held-out judgements, applied online in log order:
+    ``lond`` bounds the false discovery rate, ``alpha_spending`` the family-wise error rate."""
+
+    rule: Literal["lond", "alpha_spending"] = "lond"
+    level: Annotated[float, Field(gt=0, lt=1)] = 0.05
+
+
 class PromotionPolicy(Model):
     """How evidence becomes a promotion: the statistical rule, gates and attempt limits."""
 
@@ -79,8 +92,10 @@ class PromotionPolicy(Model):
     required_gates: list[
         Literal["protected_boundary", "heldout", "novelty", "owner", "first_screen"]
     ] = ["protected_boundary", "heldout"]
-    max_attempts: Annotated[int, Field(ge=1)] = 3
+    max_attempts: Annotated[int, Field(ge=1)] = Field(
+        default=3, description="dev attempts per hypothesis and plan version, scored or failed")
     require_owner_approval: bool = False
+    campaign_control: CampaignControl = CampaignControl()
 
 
 class Budget(Model):

@@ -49,6 +49,20 @@ class AutoResearchEvidencePacketV0(Model):
     notes: LongText | None = None
 
 
+class ControlApplied(Model):
+    """How the campaign-level control judged one held-out test: its place in the family, the
+    threshold the online rule gave it, and its p-value adjusted to compare with ``level``."""
+
+    rule: Literal["lond", "alpha_spending"]
+    level: Annotated[float, Field(gt=0, lt=1)]
+    index: Annotated[int, Field(ge=1)]
+    discoveries_before: Annotated[int, Field(ge=0)] = 0
+    looks: Annotated[int, Field(ge=1)] = 1
+    threshold: Annotated[float, Field(ge=0, le=1)]
+    adjusted_p: Annotated[float, Field(ge=0, le=1)]
+    discovery: bool
+
+
 class ResearchEvidenceEventV0(Model):
     """The evaluator/promoter's judgement of scored attempts on one split under a named rule."""
 
@@ -67,3 +81,6 @@ class ResearchEvidenceEventV0(Model):
     mean_delta: float | None = None
     verdict: Literal["supports", "contradicts", "inconclusive", "needs_retry", "invalid"]
     notes: ShortText | None = None
+    plan_version: Annotated[int, Field(ge=1)] | None = None
+    baseline_packet_ids: Annotated[list[Identifier], Field(max_length=1024)] = []
+    control: ControlApplied | None = None

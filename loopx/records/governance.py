@@ -29,7 +29,7 @@ StopReason = Annotated[str, Field(
     pattern=r"^(budget_exhausted:[a-z_]+(,[a-z_]+)*|maximum_iterations_reached|"
             r"insufficient_improvement|persistent_validity_failure|operator_requested)$")]
 RetireReason = Literal["contradicted", "duplicate", "operator_rejected", "retry_exhausted",
-                       "superseded", "guardrail_failed"]
+                       "superseded", "guardrail_failed", "no_effect_found"]
 Text = Annotated[str, Field(min_length=1, max_length=16384)]
 
 
@@ -148,7 +148,7 @@ class ResearchDecisionV0(Model):
         if (self.outcome == "promoted") != (self.reason == "gates_passed"):
             raise ValueError("a promotion's reason is gates_passed; a retirement's is one of "
                              "contradicted, duplicate, operator_rejected, retry_exhausted, "
-                             "superseded, guardrail_failed")
+                             "superseded, guardrail_failed, no_effect_found")
         return self
 
 

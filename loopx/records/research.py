@@ -55,7 +55,8 @@ class GateResultV0(Model):
 
 
 RefusalRule = Literal["heldout_budget", "duplicate", "dev_only_lift", "claimed_evidence",
-                      "no_candidate"]
+                      "no_candidate", "heldout_once", "heldout_final", "heldout_incomplete",
+                      "attempts_exhausted", "measured_baseline", "selective_judgement"]
 
 
 class ResearchRefusalV0(Model):

@@ -54,16 +54,15 @@ def evidence_append_packet(ctx: ToolContext, p: AppendPacket) -> dict[str, Any]:
 class Judge:
     hypothesis_id: str
     split: str
-    packet_ids: list[str] | None = None
 
 
 @tool("evidence.judge", risk="write", params=Judge, writes=True)
 def evidence_judge(ctx: ToolContext, p: Judge) -> dict[str, Any]:
-    """Judge a hypothesis' scored packets on one split under the contract's rule; record it."""
+    """Judge every scored packet of a hypothesis on one split under the contract's rule and
+    record it; a held-out judgement is final."""
     from loopx.research import judge
 
-    return judge(ctx.ledger, ctx.credentials(), p.hypothesis_id, p.split,
-                 packet_ids=p.packet_ids)
+    return judge(ctx.ledger, ctx.credentials(), p.hypothesis_id, p.split)
 
 
 @dataclass(frozen=True)

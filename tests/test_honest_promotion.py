@@ -1,0 +1,509 @@
+"""Honest promotion when agents are eager: each shortcut an agent that wants a promotion would
+take is refused (and the refusal recorded) or neutralised. Re-measuring under one held-out
+claim, judging again, choosing packets, retrying past the attempt limit, amending the plan
+after the evidence, replacing a measured baseline with a number, and many hypotheses on one
+held-out set (the campaign-level control)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import head_seq, run_loopx
+from lanes_support import campaign
+
+from loopx.checks import Credentials
+from loopx.claims import complete, should_run
+from loopx.contracts import amend_contract
+from loopx.control import apply_control, benjamini_hochberg, gamma, threshold
+from loopx.decisions import decide
+from loopx.errors import Refused, ResearchRefused
+from loopx.evidence import judgement_payload
+from loopx.projections import candidates, frontier, promotion_blockers, row
+from loopx.research import append_packet, propose_hypothesis
+from loopx.stats import judge as welch
+from loopx.testing.research import CONTRACT, ResearchLoop
+from loopx.todos import add_todos
+from loopx.verify import verify_store
+from loopx.workspace import init_workspace
+
+GOOD = [0.95, 0.96, 0.97]
+FLAT = [0.899, 0.90, 0.901]
+BASE = [0.899, 0.90, 0.901]
+
+
+def loop(*, measured: bool = False, **policy: Any) -> ResearchLoop:
+    c = campaign()
+    r = ResearchLoop(c.ledger, c.owner)
+    metric = {**CONTRACT["metric"], **({"baseline_hypothesis": "base"} if measured else {})}
+    r.contract({**CONTRACT, "metric": metric,
+                "promotion_policy": {**CONTRACT["promotion_policy"], **policy}})
+    return r
+
+
+def view(r: ResearchLoop) -> dict[str, Any]:
+    return r.ledger.state()["lanes"]
+
+
+def head(r: ResearchLoop) -> int:
+    return r.ledger.store.head().seq
+
+
+def recorded(r: ResearchLoop, fn: Any, rule: str, match: str) -> dict[str, Any]:
+    """``fn`` is refused by ``rule``; exactly one refusal record took its place."""
+    before = head(r)
+    with pytest.raises(ResearchRefused, match=match) as caught:
+        fn()
+    assert caught.value.rule == rule
+    assert head(r) == before + 1
+    record = r.ledger.store.get(before + 1)
+    assert record["schema_version"] == "research_refusal_v0"
+    assert record["payload"]["rule"] == rule
+    return record
+
+
+def claim_heldout(r: ResearchLoop, hid: str, todo_id: str) -> tuple[str, int]:
+    add_todos(r.ledger, r.agents["ev"], [{
+        "todo_id": todo_id, "title": "held-out run", "role": "research_executor",
+        "action_kind": "run_holdout_eval", "assigned_to": "ex", "hypothesis_id": hid}])
+    got = should_run(r.ledger, "ex", claim=True, creds=r.agents["ex"])
+    assert got["todo"]["todo_id"] == todo_id
+    return todo_id, got["todo"]["epoch"]
+
+
+def packet(hid: str, split: str, values: list[float], seeds: tuple[int, ...] = (0, 1, 2)
+           ) -> dict[str, Any]:
+    return {"hypothesis_id": hid, "status": "scored",
+            "results": [{"split": split, "metric": "acc", "seed": s, "value": v}
+                        for s, v in zip(seeds, values, strict=False)]}
+
+
+# -- one held-out measurement per held-out claim ----------------------------------------------
+
+def test_measuring_again_under_one_heldout_claim_is_refused_and_recorded() -> None:
+    r = loop()
+    r.supported("h1", GOOD, None)
+    under = claim_heldout(r, "h1", "ho")
+    append_packet(r.ledger, r.agents["ex"], packet("h1", "heldout", FLAT), under=under)
+    record = recorded(r, lambda: append_packet(r.ledger, r.agents["ex"],
+                                               packet("h1", "heldout", GOOD), under=under),
+                      "heldout_once", "one held-out claim admits one held-out packet")
+    assert record["agent_id"] == "ex" and record["payload"]["todo_id"] == "ho"
+    complete(r.ledger, r.agents["ex"], *under, {"status": "scored"})
+    out = r.judge("h1", "heldout")
+    assert out["values"] == FLAT and out["verdict"] == "inconclusive"
+    assert verify_store(r.ledger.store).ok
+
+
+def test_a_heldout_packet_carries_every_seed_at_once() -> None:
+    r = loop()
+    r.supported("h1", GOOD, None)
+    under = claim_heldout(r, "h1", "ho")
+    record = recorded(r, lambda: append_packet(r.ledger, r.agents["ex"],
+                                               packet("h1", "heldout", GOOD[:2]), under=under),
+                      "heldout_incomplete", "missing for seed.s. 2")
+    assert record["payload"]["detail"] == {"missing_seeds": [2]}
+    # A failed attempt (no values) is still recorded, never hidden.
+    append_packet(r.ledger, r.agents["ex"], {"hypothesis_id": "h1", "status": "failed",
+                                             "error": "out of memory"}, under=under)
+
+
+def test_the_first_heldout_judgement_is_final() -> None:
+    r = loop()
+    r.supported("h1", GOOD, FLAT)
+    first = view(r)["hypotheses"]["h1"]["judgements"]["heldout"]
+    recorded(r, lambda: r.judge("h1", "heldout"), "heldout_final",
+             "the first held-out judgement is final")
+    # A held-out judgement appended by hand is refused the same way, and recorded.
+    forged = judgement_payload(view(r), "h1", "heldout")
+    recorded(r, lambda: r.ledger.append({"payload": forged}, creds=r.agents["ev"],
+                                        kind="research_evidence_event_v0"),
+             "heldout_final", "is final")
+    assert view(r)["hypotheses"]["h1"]["judgements"]["heldout"] == first
+    # No further held-out measurement either: the todo is moot, its claim refused.
+    add_todos(r.ledger, r.agents["ev"], [{"todo_id": "again", "title": "t",
+                                          "role": "research_executor",
+                                          "action_kind": "run_holdout_eval",
+                                          "hypothesis_id": "h1"}])
+    assert should_run(r.ledger, "ex")["reason"] == "no_eligible_todo"
+    with pytest.raises(Refused, match="which is final"):
+        r.ledger.append({"todo_id": "again", "epoch": 1, "payload": {
+            "hypothesis_id": "h1", "capability_token": "research_executor",
+            "lease_ttl_seconds": 900.0, "via": "explicit"}}, creds=r.agents["ex"],
+            kind="auto_research_lane_claim_v1")
+
+
+def test_a_heldout_judgement_covers_every_heldout_packet_and_pays_for_each_look() -> None:
+    c = campaign()
+    r = ResearchLoop(c.ledger, c.owner)
+    r.contract({**CONTRACT, "evaluation": {**CONTRACT["evaluation"], "heldout_read_budget": 2}})
+    r.supported("h1", GOOD, None)
+    first = r.run("h1", "heldout", FLAT)
+    second = r.run("h1", "heldout", GOOD)
+    out = r.judge("h1", "heldout")
+    assert out["packet_ids"] == [first, second] and out["values"] == FLAT + GOOD
+    # Two looks allowed by the budget: the threshold is halved (Bonferroni over the looks).
+    control = out["control"]
+    assert control["looks"] == 2
+    assert math.isclose(control["threshold"], 0.05 * gamma(1) / 2)
+    p = welch(FLAT + GOOD, baseline=0.9, direction="maximize").p_value
+    assert math.isclose(out["p_value"], p)
+    assert control["discovery"] == (2 * p < 0.05 * gamma(1))
+
+
+# -- every packet counts ----------------------------------------------------------------------
+
+def test_choosing_which_packets_to_judge_is_refused_and_recorded() -> None:
+    r = loop(max_attempts=3)
+    r.propose("h1")
+    worse = r.run("h1", "dev", FLAT)
+    best = r.run("h1", "dev", GOOD)
+    honest = judgement_payload(view(r), "h1", "dev")
+    assert honest["packet_ids"] == [worse, best] and honest["values"] == FLAT + GOOD
+    chosen = welch(GOOD, baseline=0.9, direction="maximize").to_json()
+    forged = {**honest, "packet_ids": [best], "values": GOOD, "seeds": [0, 1, 2],
+              **{k: chosen[k] for k in ("verdict", "p_value", "mean_delta", "statistic")}}
+    record = recorded(r, lambda: r.ledger.append({"payload": forged}, creds=r.agents["ev"],
+                                                 kind="research_evidence_event_v0"),
+                      "selective_judgement", f"cites 1 of its 2 scored packet.s.*left out: "
+                                             f"{worse}")
+    assert record["payload"]["cites"] == [worse]
+    assert r.judge("h1", "dev")["packet_ids"] == [worse, best]
+
+
+def test_the_judge_no_longer_takes_a_packet_selection() -> None:
+    import inspect
+
+    from loopx.research import judge
+
+    assert "packet_ids" not in inspect.signature(judge).parameters
+
+
+# -- bounded dev retries ----------------------------------------------------------------------
+
+def test_every_scored_attempt_counts_toward_the_limit() -> None:
+    r = loop(max_attempts=2)
+    r.propose("h1")
+    r.run("h1", "dev", FLAT)
+    r.judge("h1", "dev")
+    current = row(view(r), "h1")
+    # Inconclusive with an attempt left: frontier and candidates offer the same retry.
+    assert (current.state, current.next_action) == ("needs_retry", "retry_attempt")
+    assert [c["hypothesis_id"] for c in candidates(view(r))["retry"]] == ["h1"]
+    assert current.retry is not None and current.retry["attempts_left"] == 1
+    r.run("h1", "dev", FLAT)
+    r.judge("h1", "dev")
+    current = row(view(r), "h1")
+    assert current.retry is None and candidates(view(r))["retry"] == []
+    assert current.state == "no_effect_found" and current.next_action == "decide"
+    assert current.retirement is not None
+    assert current.retirement["reasons"] == ["no_effect_found"]
+    assert current.retirement["why"]["no_effect_found"].startswith("2 of 2 attempt(s) used")
+    # A todo for a third attempt is moot: not handed out, and its claim refused ...
+    add_todos(r.ledger, r.agents["ev"], [{"todo_id": "third", "title": "t",
+                                          "role": "research_executor",
+                                          "action_kind": "run_dev_eval", "assigned_to": "ex",
+                                          "hypothesis_id": "h1"}])
+    assert should_run(r.ledger, "ex")["reason"] == "no_eligible_todo"
+    with pytest.raises(Refused, match="out of attempts .2 used under the plan in force."):
+        r.ledger.append({"todo_id": "third", "epoch": 1, "payload": {
+            "hypothesis_id": "h1", "capability_token": "research_executor",
+            "lease_ttl_seconds": 900.0, "via": "explicit"}}, creds=r.agents["ex"],
+            kind="auto_research_lane_claim_v1")
+    # ... and an executor that runs once more anyway, under a todo that names no hypothesis,
+    # is refused, and the refusal recorded.
+    add_todos(r.ledger, r.agents["ev"], [{"todo_id": "anything", "title": "t",
+                                          "role": "research_executor",
+                                          "action_kind": "run_dev_eval", "assigned_to": "ex"}])
+    got = should_run(r.ledger, "ex", claim=True, creds=r.agents["ex"])
+    under = (got["todo"]["todo_id"], got["todo"]["epoch"])
+    record = recorded(r, lambda: append_packet(r.ledger, r.agents["ex"],
+                                               packet("h1", "dev", GOOD), under=under),
+                      "attempts_exhausted", "used its 2 attempt.s. under plan version 1")
+    assert record["payload"]["detail"] == {"attempts": 2, "limit": 2}
+    decide(r.ledger, r.agents["ev"], "h1", "retired", reason="no_effect_found")
+    assert row(view(r), "h1").state == "retired"
+
+
+def test_attempts_that_all_failed_are_retry_exhausted_and_say_why() -> None:
+    r = loop(max_attempts=2)
+    r.propose("h1")
+    r.run("h1", "dev", None, status="failed")
+    r.run("h1", "dev", None, status="timeout")
+    current = row(view(r), "h1")
+    assert current.state == "retry_exhausted"
+    assert current.retirement is not None
+    assert current.retirement["why"]["retry_exhausted"] == (
+        "2 of 2 attempt(s) used (failed, timeout) without a judgement that supports or "
+        "contradicts it")
+
+
+# -- honest retirement ------------------------------------------------------------------------
+
+def test_a_null_result_is_no_effect_found_and_does_not_block_the_idea() -> None:
+    r = loop()
+    r.supported("h1", GOOD, FLAT, parameters={"width": 64})
+    assert row(view(r), "h1").retirement["reasons"] == ["no_effect_found"]  # type: ignore[index]
+    decide(r.ledger, r.agents["ev"], "h1", "retired", reason="no_effect_found")
+    # The same idea again is a new test (counted by the campaign-level control), not refused.
+    under = r.proposer_todo("h2")
+    out = propose_hypothesis(r.ledger, r.agents["prop"], {
+        "hypothesis_id": "h2", "title": "t", "statement": "width change h1 lifts accuracy",
+        "mechanism_family": "width", "parameters": {"width": 64}, "no_grounding_reason": "r"},
+        under=under)
+    assert out["hypothesis_id"] == "h2"
+
+
+def test_contradicted_only_when_significantly_worse_and_then_the_idea_is_closed() -> None:
+    r = loop()
+    r.supported("h1", [0.80, 0.81, 0.82], None, parameters={"width": 64})
+    assert row(view(r), "h1").retirement["reasons"] == ["contradicted"]  # type: ignore[index]
+    decide(r.ledger, r.agents["ev"], "h1", "retired", reason="contradicted")
+    under = r.proposer_todo("h2")
+    recorded(r, lambda: propose_hypothesis(r.ledger, r.agents["prop"], {
+        "hypothesis_id": "h2", "title": "t", "statement": "width change h1 lifts accuracy",
+        "mechanism_family": "width", "parameters": {"width": 64}, "no_grounding_reason": "r"},
+        under=under), "duplicate", "retired, contradicted")
+
+
+# -- the measured baseline --------------------------------------------------------------------
+
+def test_judgements_compare_two_samples_against_the_measured_baseline() -> None:
+    r = loop(measured=True)
+    r.propose("base", mechanism="baseline")
+    r.propose("h1")
+    r.run("h1", "dev", GOOD)
+    with pytest.raises(Refused, match="measured baseline 'base' has no scored dev packet"):
+        r.judge("h1", "dev")
+    base = r.run("base", "dev", BASE)
+    out = r.judge("h1", "dev")
+    assert out["baseline"] is None and out["baseline_values"] == BASE
+    assert out["baseline_packet_ids"] == [base]
+    expected = welch(GOOD, baseline=0.0, direction="maximize", baseline_values=BASE)
+    assert math.isclose(out["p_value"], expected.p_value)
+    assert out["verdict"] == expected.verdict == "supports"
+    with pytest.raises(Refused, match="measured baseline: other hypotheses are judged"):
+        r.judge("base", "dev")
+    assert row(view(r), "base").state == "baseline"
+    assert row(view(r), "base").promotion is None and row(view(r), "base").retirement is None
+
+
+def test_an_assumed_baseline_is_a_number_and_is_marked_as_one() -> None:
+    r = loop()
+    r.supported("h1", GOOD, None)
+    judgement = view(r)["hypotheses"]["h1"]["judgements"]["dev"]
+    assert judgement["baseline"] == 0.9 and judgement["baseline_values"] == []
+
+
+# -- pre-registration: the plan freezes at the first packet -----------------------------------
+
+def test_the_plan_freezes_at_the_first_packet_and_an_amendment_opens_a_new_version() -> None:
+    r = loop()
+    r.propose("h1")
+    # Before any evidence, the plan may be edited: no new version.
+    amend_contract(r.ledger, r.agents["cur"], "three seeds are enough",
+                   settings=[("metric.min_delta", 0.001)])
+    plans = view(r)["campaign"]["plans"]
+    assert len(plans) == 1 and plans[0]["edits"][0]["changes"] == [
+        {"field": "metric.min_delta", "before": 0.0, "after": 0.001}]
+    r.run("h1", "dev", [0.899, 0.903, 0.904])
+    r.judge("h1", "dev")
+    assert view(r)["hypotheses"]["h1"]["judgements"]["dev"]["verdict"] == "inconclusive"
+    assert view(r)["campaign"]["plans"][0]["frozen_seq"] is not None
+    # The eager curator lowers the baseline after the evidence is in ...
+    amend_contract(r.ledger, r.agents["cur"], "the baseline was too strict",
+                   settings=[("metric.baseline", 0.8)])
+    plans = view(r)["campaign"]["plans"]
+    assert [p["version"] for p in plans] == [1, 2]
+    assert plans[1]["changes"] == [{"field": "metric.baseline", "before": 0.9, "after": 0.8}]
+    assert plans[1]["packets_before"] == 1
+    # ... and re-judging would flip the verdict, but the old packets do not count any more.
+    with pytest.raises(Refused, match="no scored packet with dev results under plan version 2"):
+        r.judge("h1", "dev")
+    entry = view(r)["hypotheses"]["h1"]
+    blockers = promotion_blockers(view(r), entry, row(view(r), "h1").gates)
+    assert "the dev judgement was made under an earlier plan version" in blockers
+
+
+def test_a_measured_baseline_cannot_become_an_assumed_number_after_evidence() -> None:
+    r = loop(measured=True)
+    r.propose("base", mechanism="baseline")
+    r.run("base", "dev", BASE)
+    record = recorded(r, lambda: amend_contract(
+        r.ledger, r.agents["cur"], "a number is easier",
+        settings=[("metric.baseline_hypothesis", None), ("metric.baseline", 0.8)]),
+        "measured_baseline", "never replace it with an assumed number")
+    assert record["agent_id"] == "cur"
+    assert view(r)["campaign"]["versions"][-1]["version"] == 1
+
+
+# -- the campaign-level control ----------------------------------------------------------------
+
+def test_gamma_spends_the_level_once_over_the_whole_family() -> None:
+    assert math.isclose(sum(gamma(j) for j in range(1, 2_000_001)), 1.0, abs_tol=2e-3)
+    assert all(gamma(j) > gamma(j + 1) for j in range(1, 100))
+    assert threshold("alpha_spending", 0.05, 3, 7) == 0.05 * gamma(3)
+    assert threshold("lond", 0.05, 3, 2) == 0.05 * gamma(3) * 3
+    assert threshold("lond", 0.05, 1, 10) == 0.05  # never laxer than the campaign's level
+    with pytest.raises(ValueError, match="unknown campaign control rule"):
+        threshold("bonferroni", 0.05, 1, 0)
+
+
+def test_benjamini_hochberg_q_values() -> None:
+    q = benjamini_hochberg([0.01, 0.04, 0.03, 0.5])
+    assert [round(v, 6) for v in q] == [0.04, 0.053333, 0.053333, 0.5]
+
+
+def test_the_family_is_numbered_by_heldout_claims_not_by_judgements() -> None:
+    r = loop()
+    r.supported("a", GOOD, None)
+    r.supported("b", GOOD, None, mechanism="depth")
+    r.run("a", "heldout", GOOD)  # a claims first: test 1
+    r.run("b", "heldout", GOOD)  # b: test 2
+    assert view(r)["hypotheses"]["a"]["family_index"] == 1
+    late = r.judge("b", "heldout")  # judged first, still test 2
+    assert (late["control"]["index"], late["control"]["discoveries_before"]) == (2, 0)
+    early = r.judge("a", "heldout")
+    assert (early["control"]["index"], early["control"]["discoveries_before"]) == (1, 0)
+    assert view(r)["campaign"]["family_size"] == 2
+
+
+def test_lond_raises_the_threshold_after_each_discovery() -> None:
+    r = loop()
+    for hid, mech in (("a", "x"), ("b", "y")):
+        r.supported(hid, GOOD, GOOD, mechanism=mech)
+    b = view(r)["hypotheses"]["b"]["judgements"]["heldout"]["control"]
+    a = view(r)["hypotheses"]["a"]["judgements"]["heldout"]["control"]
+    assert a["discovery"] and b["discoveries_before"] == 1
+    assert math.isclose(b["threshold"], 0.05 * gamma(2) * 2)
+    applied = apply_control({"rule": "alpha_spending", "level": 0.05}, 0.01, True, index=2,
+                            discoveries_before=1, looks=1)
+    assert applied["discoveries_before"] == 0 and math.isclose(applied["threshold"],
+                                                               0.05 * gamma(2))
+    assert applied["discovery"] is False and math.isclose(applied["adjusted_p"],
+                                                          0.01 / gamma(2))
+
+
+def test_a_promotion_candidate_shows_its_adjusted_value() -> None:
+    r = loop()
+    r.supported("h1", GOOD, GOOD)
+    promotion = row(view(r), "h1").promotion
+    assert promotion is not None
+    control = promotion["heldout"]["control"]
+    assert control["rule"] == "lond" and control["index"] == 1 and control["discovery"]
+    assert control["adjusted_p"] == pytest.approx(
+        promotion["heldout"]["p_value"] / gamma(1))
+    assert frontier(view(r))[0].state == "at_promotion_gate"
+
+
+# -- eager agents as real processes, through the CLI ------------------------------------------
+
+def test_eager_agents_in_their_own_processes_are_refused_and_the_refusals_recorded(
+        tmp_path: Path) -> None:
+    workspace, owner_token = init_workspace(tmp_path, "eager")
+    r = ResearchLoop(workspace.ledger(), Credentials("owner", owner_token))
+    r.contract()
+    r.supported("h1", GOOD, None)
+    under = claim_heldout(r, "h1", "ho")
+    r.ledger.store.close()
+    ex, ev = (r.agents[a].token or "" for a in ("ex", "ev"))
+    root = tmp_path
+
+    def packet_file(name: str, values: list[float]) -> str:
+        path = tmp_path / name
+        path.write_text(json.dumps(packet("h1", "heldout", values)))
+        return str(path)
+
+    first = run_loopx(root, "evidence", "append-packet", packet_file("a.json", FLAT),
+                      "--under", f"{under[0]}:{under[1]}", "--agent-id", "ex", "--json",
+                      token=ex)
+    assert first.returncode == 0, first.stderr
+    # The executor does not like its own t-test, and measures again under the same claim.
+    before = head_seq(root)
+    again = run_loopx(root, "evidence", "append-packet", packet_file("b.json", GOOD),
+                      "--under", f"{under[0]}:{under[1]}", "--agent-id", "ex", "--json",
+                      token=ex)
+    assert again.returncode == 8 and "Traceback" not in again.stderr
+    error = json.loads(again.stdout)
+    assert error["rule"] == "heldout_once" and error["recorded_seq"] == before + 1
+    assert run_loopx(root, "todo", "complete", under[0], "--epoch", str(under[1]),
+                     "--agent-id", "ex", token=ex).returncode == 0
+    judged = run_loopx(root, "evidence", "judge", "h1", "--split", "heldout", "--agent-id", "ev",
+                       "--json", token=ev)
+    assert judged.returncode == 0, judged.stderr
+    assert json.loads(judged.stdout)["values"] == FLAT
+    # The evaluator does not like the verdict: judging again, or choosing a packet, is refused.
+    rejudged = run_loopx(root, "evidence", "judge", "h1", "--split", "heldout", "--agent-id",
+                         "ev", "--json", token=ev)
+    assert rejudged.returncode == 8 and json.loads(rejudged.stdout)["rule"] == "heldout_final"
+    chosen = run_loopx(root, "evidence", "judge", "h1", "--split", "heldout", "--packet", "x",
+                       "--agent-id", "ev", token=ev)
+    assert chosen.returncode == 2 and "No such option '--packet'" in chosen.stderr
+    log = run_loopx(root, "log", "--kind", "research_refusal_v0", "--json")
+    rules = [json.loads(line)["payload"]["rule"] for line in log.stdout.splitlines()]
+    assert rules == ["heldout_once", "heldout_final"]
+    assert run_loopx(root, "verify").returncode == 0
+
+
+def test_a_disappointing_heldout_measurement_cannot_be_hidden_as_a_failure() -> None:
+    r = loop()
+    r.supported("h1", GOOD, None)
+    under = claim_heldout(r, "h1", "ho")
+    append_packet(r.ledger, r.agents["ex"], {"hypothesis_id": "h1", "status": "failed",
+                                             "error": "it crashed, honestly"}, under=under)
+    recorded(r, lambda: append_packet(r.ledger, r.agents["ex"], packet("h1", "heldout", GOOD),
+                                      under=under),
+             "heldout_once", "already recorded its attempt .* failed")
+
+
+def test_dev_values_inside_a_heldout_packet_are_no_dev_attempt() -> None:
+    r = loop(max_attempts=1)
+    r.propose("h1")
+    r.run("h1", "dev", GOOD)
+    under = claim_heldout(r, "h1", "ho")
+    both = packet("h1", "heldout", GOOD)
+    both["results"] += [{"split": "dev", "metric": "acc", "seed": s, "value": 0.99}
+                        for s in (0, 1, 2)]
+    append_packet(r.ledger, r.agents["ex"], both, under=under)
+    assert r.judge("h1", "dev")["values"] == GOOD  # the held-out packet's dev values: ignored
+
+
+def test_the_measured_baseline_gets_one_heldout_attempt_per_plan_version() -> None:
+    r = loop(measured=True)
+    r.propose("base", mechanism="baseline")
+    r.run("base", "dev", BASE)
+    r.run("base", "heldout", None, status="failed")
+    add_todos(r.ledger, r.agents["ev"], [{"todo_id": "base-again", "title": "t",
+                                          "role": "research_executor",
+                                          "action_kind": "run_holdout_eval", "assigned_to": "ex",
+                                          "hypothesis_id": "base"}])
+    # Re-measuring the baseline until it comes out low would bias every judgement against it.
+    assert should_run(r.ledger, "ex")["reason"] == "no_eligible_todo"
+    amend_contract(r.ledger, r.agents["cur"], "ten seeds", settings=[("metric.seeds",
+                                                                       [0, 1, 2, 3])])
+    assert should_run(r.ledger, "ex", claim=True,
+                      creds=r.agents["ex"])["todo"]["todo_id"] == "base-again"
+
+
+def test_improvement_is_measured_from_the_measured_baseline() -> None:
+    r = loop(measured=True)
+    r.propose("base", mechanism="baseline")
+    r.run("base", "dev", BASE)
+    r.run("base", "heldout", [0.91, 0.92, 0.93])
+    r.supported("h1", GOOD, GOOD)
+    decide(r.ledger, r.agents["ev"], "h1", "promoted")
+    last = view(r)["campaign"]["iterations"]["last"]
+    assert last["improvement"] == pytest.approx(0.96 - 0.92)
+
+
+def test_a_judge_todo_of_the_measured_baseline_is_never_handed_out() -> None:
+    r = loop(measured=True)
+    r.propose("base", mechanism="baseline")
+    r.run("base", "dev", BASE)  # the executor's completion adds a judge todo by successor rule
+    todos = [t for t, v in view(r)["todos"].items()
+             if v["action_kind"] == "judge_evidence" and v["hypothesis_id"] == "base"]
+    assert todos, "the successor rule made a judge todo for the baseline"
+    assert should_run(r.ledger, "ev")["reason"] == "no_eligible_todo"
