@@ -102,14 +102,34 @@ def test_executors_worked_on_their_own_branches_and_left_the_project_clean(
 
 
 def test_every_number_in_the_story_is_in_the_log(finished: tuple[Path, dict[str, Any]]) -> None:
+    """Every decimal the story shows is a logged value at the precision shown, except the
+    figures it computes (marked "(computed"), which are recomputed from their logged inputs."""
+    from narrator_support import check_numbers
+
+    from loopx.narrator.publish import render
+
     directory, out = finished
     story = Path(out["story"]).read_text()
     assert Path(out["board"]).exists()
-    logged = {format(n, ".4g") for r in records(directory) for n in numbers_in(r["payload"])}
-    logged |= {str(n) for r in records(directory) for n in numbers_in(r["payload"])
-               if isinstance(n, int)}
-    # Decimals, and the integers inside value and seed lists (ids, hashes and seqs aside).
+    log = records(directory)
+    logged = {format(n, ".4g") for r in log for n in numbers_in(r["payload"])}
+    logged |= {str(n) for r in log for n in numbers_in(r["payload"]) if isinstance(n, int)}
+    # The computed figures, each checked against its logged inputs and recomputed from them.
+    workspace = find_workspace(directory)
+    ledger = workspace.ledger()
+    try:
+        numbers = render(ledger, "story", "md").story.numbers
+    finally:
+        ledger.store.close()
+    payloads = {r["record_id"]: r["payload"] for r in log}
+    assert check_numbers(numbers, payloads.__getitem__) >= 2
+    computed = {format(n["value"], ".4g") for n in numbers if "derived" in n}
+    shown = re.findall(r"at most ([+-]?\d+(?:\.\d+)?(?:e-?\d+)?) \(computed", story)
+    assert shown and all(n in computed for n in shown), (shown, computed)
+    # Decimals, and the integers inside value and seed lists (ids, hashes, seqs and the
+    # computed figures aside).
     text = re.sub(r"rec_[0-9a-f]{32}|[0-9a-f]{12,64}", "", story)
+    text = re.sub(r"at most [^ ]+ \(computed", "", text)
     decimals = re.findall(r"(?<![\w.])[+-]?\d+\.\d+(?:e-?\d+)?", text)
     listed = [n for group in re.findall(r"(?:values|seeds) \\?\[([^\]\\]*)", text)
               for n in group.split(", ")]

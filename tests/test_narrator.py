@@ -5,14 +5,24 @@ from __future__ import annotations
 
 import hashlib
 import re
+from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
-from narrator_support import DEV_GOOD, HELDOUT_GOOD, Fixed, fixed_campaign
+from narrator_support import (
+    DEV_GOOD,
+    HELDOUT_GOOD,
+    Fixed,
+    check_numbers,
+    fixed_campaign,
+    legacy_campaign,
+    measured_campaign,
+)
 
 from loopx.actions import decide_approval
+from loopx.contracts import amend_contract
 from loopx.decisions import decide
 from loopx.errors import Refused
 from loopx.narrator.first_screen import NEUTRAL, screen_sha256
@@ -42,6 +52,8 @@ def test_markdown_has_the_story_sections_in_order(fixed: Fixed) -> None:
     assert sections(text) == [
         "# Research case",
         "## The question",
+        "## Disclosure",
+        "## The analysis plan",
         "## What was tried",
         "## Evidence", "### h-wide", "### h-wider", "### h-drop", "### h-deep", "### h-norm",
         "## What was promoted, and why",
@@ -64,7 +76,7 @@ def test_markdown_shows_the_hypothesis_tree_with_refinements_under_their_parent(
             (0, "Hypothesis h-deep"), (0, "Hypothesis h-norm")]
     assert "; promoted (" in items[0] and "; retired (" in items[1]
     assert "; needs another attempt (" in items[2]
-    assert "contradicted by its evidence" in items[3]
+    assert "significantly worse than the baseline, to be retired" in items[3]
     assert "at the promotion gate" in items[4]
 
 
@@ -74,18 +86,28 @@ def test_every_judgement_line_quotes_its_record_exactly(fixed: Fixed) -> None:
     text = render(fixed.c.ledger, "story", "md").text
     lines = [line for line in text.splitlines()
              if re.match(r"^\s*- (Dev|Held-out): ", line)]
-    assert len(lines) == 8  # h-wide 2 (and 2 under promoted), h-wider 1, h-deep 1, h-norm 2
+    # h-wide 2 (and 2 under promoted), h-wider 1 (and 1 under retired), h-deep 1 (and 1 under
+    # its retirement candidacy), h-norm 2.
+    assert len(lines) == 10
     for line in lines:
         plain = line.replace("\\", "")
         event_id = re.search(r"\((rec_[0-9a-f]{32})\)$", plain).group(1)
         p = record(fixed, event_id)["payload"]
         assert f"values [{', '.join(number(v) for v in p['values'])}]" in plain
         assert f"seeds [{', '.join(number(s) for s in p['seeds'])}]" in plain
-        assert f"baseline {number(p['baseline'])}" in plain
+        assert (f"assumed baseline {number(p['baseline'])} (a number typed into the contract, "
+                "not measured)") in plain
         sign = "+" if p["mean_delta"] >= 0 else ""
         assert f"mean change {sign}{number(p['mean_delta'])}" in plain
         assert f"p = {number(p['p_value'])}" in plain
         assert f": {p['verdict']} under" in plain
+        c = p["control"]
+        assert (c is None) == (p["split"] == "dev"), line
+        if c is not None:
+            assert (f"campaign control: test {c['index']} of the campaign's held-out family under "
+                    f"{c['rule']} at level {number(c['level'])}: threshold "
+                    f"{number(c['threshold'])}, adjusted p {number(c['adjusted_p'])}, "
+                    + ("a discovery" if c["discovery"] else "not a discovery")) in plain
 
 
 def test_the_recorded_values_are_the_fixture_values(fixed: Fixed) -> None:
@@ -97,13 +119,13 @@ def test_the_recorded_values_are_the_fixture_values(fixed: Fixed) -> None:
 
 
 def test_every_metric_the_story_quotes_names_a_record_holding_it(fixed: Fixed) -> None:
+    """Logged numbers name their record and field; the computed ones (expected false
+    promotions, the Benjamini-Hochberg count) name their formula and every recorded input, and
+    recomputing them from those inputs gives the value shown."""
     story = render(fixed.c.ledger, "story", "md").story
     assert story.numbers
-    for n in story.numbers:
-        doc = record(fixed, n["record_id"])["payload"]
-        for part in n["field"].split("."):
-            doc = doc[int(part)] if isinstance(doc, list) else doc[part]
-        assert doc == n["value"], n
+    derived = check_numbers(story.numbers, lambda rid: record(fixed, rid)["payload"])
+    assert derived == 2
 
 
 def test_statement_kinds_stay_distinct(fixed: Fixed) -> None:
@@ -122,11 +144,15 @@ def test_promoted_retired_and_retry_say_why(fixed: Fixed) -> None:
     promoted = text.split("## What was promoted, and why")[1].split("## What was retired")[0]
     assert "- h-wide: Wider hidden layer" in promoted
     assert "promoted by decision d-wide at revision" in promoted
-    assert "every required gate passed" in promoted
+    # Never a bare "every gate passed": the held-out test under the campaign's control.
+    assert "every required gate passed" not in promoted
+    assert ("dev supported it, its held-out test passed the campaign's control (test 1 of the "
+            "campaign's held-out family under lond at level 0.05: threshold 0.01914, adjusted p "
+            "0.04585, a discovery), and the other required gates passed") in promoted
     retired = text.split("## What was retired, and why")[1].split("## Candidates")[0]
     assert "Negative results are results" in retired
     assert "h-wider: Even wider hidden layer (retired by decision d-wider" in retired
-    assert "the evidence contradicted it" in retired
+    assert "significantly worse than the baseline (the evidence contradicted it)" in retired
     candidates = text.split("## Candidates")[1].split("## Findings")[0]
     promotion = candidates.split("### Promotion candidates")[1].split("###")[0]
     retirement = candidates.split("### Retirement candidates")[1].split("###")[0]
@@ -203,7 +229,7 @@ def test_the_board_shows_three_columns_with_the_expected_cards(fixed: Fixed) -> 
     assert page.columns == {"promotion": ["h-wide", "h-norm"],
                             "retirement": ["h-wider", "h-deep"], "retry": ["h-drop"]}
     assert [h for h in page.h2 if h != "Candidates"][:3] == [
-        "Worth merging", "Failed clearly", "Needs another turn"]
+        "Worth merging", "Retired, or to retire", "Needs another turn"]
 
 
 def test_every_card_links_to_its_evidence_in_the_page(fixed: Fixed) -> None:
@@ -243,8 +269,8 @@ def test_the_board_draws_the_graph_and_the_frontier(fixed: Fixed) -> None:
 
 def test_the_html_story_has_the_same_sections_as_the_markdown(fixed: Fixed) -> None:
     page = parse(render(fixed.c.ledger, "story", "html").text)
-    assert page.h2[:5] == ["The question", "What was tried", "Evidence",
-                           "What was promoted, and why", "What was retired, and why"]
+    assert page.h2[:7] == ["The question", "Disclosure", "The analysis plan", "What was tried",
+                           "Evidence", "What was promoted, and why", "What was retired, and why"]
     assert {"promotion", "retirement", "retry"} <= set(page.columns)
     assert "script" not in page.tags
 
@@ -422,3 +448,267 @@ def test_the_first_screen_gate_of_a_hypothesis_follows_approved_previews() -> No
     approval = decide_approval(f.c.ledger, f.c.owner, "pv-1", approved=True, note="ok")
     gate = row(f.view(), "h-norm").gates["first_screen"]
     assert (gate.status, gate.rests_on) == ("passed", [approval["record_id"]])
+
+
+# -- disclosure: what was tried, the error control, the plan, the baseline, honest wording ---
+
+@pytest.fixture(scope="module")
+def measured() -> Fixed:
+    return measured_campaign()
+
+
+def section(markdown: str, title: str) -> str:
+    """One `## ` section of a Markdown story, backslash escapes removed."""
+    return markdown.replace("\\", "").split(f"\n## {title}\n")[1].split("\n## ")[0]
+
+
+def payloads(f: Fixed, kind: str) -> list[dict[str, Any]]:
+    return [r["payload"] | {"_id": r["record_id"], "_provenance": r["provenance"]}
+            for r in f.c.records(kind)]
+
+
+def final_heldout_tests(f: Fixed) -> dict[str, dict[str, Any]]:
+    """Per hypothesis, its first held-out judgement that is not of claimed provenance."""
+    out: dict[str, dict[str, Any]] = {}
+    for p in payloads(f, "research_evidence_event_v0"):
+        if p["split"] == "heldout" and p["_provenance"] != "claimed":
+            out.setdefault(p["hypothesis_id"], p)
+    return out
+
+
+def test_the_disclosure_counts_what_was_tried_judged_and_tested(measured: Fixed) -> None:
+    text = render(measured.c.ledger, "story", "md").text
+    disclosure = section(text, "Disclosure")
+    proposed = {p["hypothesis_id"] for p in payloads(measured, "research_hypothesis_v0")}
+    dev = {p["hypothesis_id"] for p in payloads(measured, "research_evidence_event_v0")
+           if p["split"] == "dev"}
+    heldout = final_heldout_tests(measured)
+    assert (len(proposed - {"base"}), len(dev), len(heldout)) == (6, 5, 3)  # base never judged
+    counts = ("Tried: 6 hypotheses proposed (the measured baseline not counted); 5 judged on dev "
+              "(screening); 3 entered the held-out family by claiming a held-out read, 3 of them "
+              "judged on held-out data (confirmation).")
+    assert counts in disclosure
+    family = re.findall(r"^- Test (\d+): (h-[a-z]+): held-out (\w+)", disclosure, re.M)
+    assert family == [("1", "h-good", "supports"), ("2", "h-null", "inconclusive"),
+                      ("3", "h-gone", "inconclusive")]
+    for hypothesis, p in heldout.items():
+        c = p["control"]
+        assert (f"Test {c['index']}: {hypothesis}: held-out {p['verdict']}; p = "
+                f"{number(p['p_value'])}; adjusted p {number(c['adjusted_p'])}, threshold "
+                f"{number(c['threshold'])}: " + ("a discovery" if c["discovery"] else
+                                                 "not a discovery") + f" ({p['_id']})"
+                ) in disclosure
+    board = render(measured.c.ledger, "board", "html").text
+    assert counts in board and 'id="disclosure"' in board
+
+
+def test_the_control_rule_and_the_expected_false_promotions_are_disclosed(
+        measured: Fixed) -> None:
+    rendered = render(measured.c.ledger, "story", "md")
+    disclosure = section(rendered.text, "Disclosure")
+    assert ("Campaign-level control: LOND online false discovery rate control (lond) at level "
+            "0.05, applied online in log order to every held-out test.") in disclosure
+    # One discovery among three tests: LOND promises at most 0.05 x 1 false promotions.
+    assert ("Under lond at level 0.05: 3 held-out tests, 1 discovery; expected false "
+            "promotions at most 0.05 (computed: level x discoveries") in disclosure
+    p_values = sorted(p["p_value"] for p in final_heldout_tests(measured).values())
+    assert p_values[0] < 0.05 / 3 and p_values[1] > 0.05 * 2 / 3  # so BH passes exactly one
+    assert ("Closing Benjamini-Hochberg figure (a disclosure beside the rule, not the rule): 1 "
+            "of 3 held-out p-values pass at level 0.05 (computed).") in disclosure
+    assert check_numbers(rendered.story.numbers,
+                         lambda rid: record(measured, rid)["payload"]) == 2
+
+
+def test_alpha_spending_discloses_the_thresholds_it_spent() -> None:
+    f = measured_campaign("alpha_spending")
+    disclosure = section(render(f.c.ledger, "story", "md").text, "Disclosure")
+    spent = sum(p["control"]["threshold"] for p in final_heldout_tests(f).values())
+    assert ("Campaign-level control: online alpha spending (family-wise error control) "
+            "(alpha_spending) at level 0.05") in disclosure
+    assert (f"Under alpha_spending at level 0.05: 3 held-out tests, 1 discovery; expected "
+            f"false promotions at most {number(spent)} (computed: the sum of the thresholds "
+            "spent") in disclosure
+
+
+def test_a_contract_without_campaign_control_says_so_plainly() -> None:
+    f = legacy_campaign()
+    assert f.view()["campaign"]["plans"][0]["plan"]["promotion_policy.campaign_control"] is None
+    rendered = render(f.c.ledger, "story", "md")
+    text = rendered.text.replace("\\", "")
+    disclosure = section(rendered.text, "Disclosure")
+    assert ("Campaign-level control: none. This contract sets no campaign-level error control, "
+            "so each held-out test was judged on its own at the contract's alpha.") in disclosure
+    assert "Under lond" not in text and "adjusted p" not in text
+    assert "1 of 1 held-out p-values pass at level 0.05 (computed)" in disclosure
+    [heldout] = final_heldout_tests(f).values()
+    promoted = section(rendered.text, "What was promoted, and why")
+    assert f"p = {number(heldout['p_value'])}; no campaign-level control applied" in promoted
+    assert (f"its held-out test supported it at p = {number(heldout['p_value'])} on its own: no "
+            "campaign-level control") in promoted
+    assert "campaign control none (no campaign-level control)" in section(
+        rendered.text, "The analysis plan")
+    assert "no campaign-level error control applied: each of the 1 held-out test(s)" in section(
+        rendered.text, "Open risks")
+    assert "no campaign-level control)." in rendered.story.doc["first_screen"]["headline"]
+    # The BH level is the contract's alpha, a logged input.
+    assert check_numbers(rendered.story.numbers, lambda rid: record(f, rid)["payload"]) == 1
+
+
+def test_plan_amendments_show_what_changed_from_what_and_when() -> None:
+    f = measured_campaign()
+    packets = len(f.c.records("auto_research_evidence_packet_v0"))
+    amendment = amend_contract(f.c.ledger, f.r.agents["cur"], "a change that matters",
+                               settings=[("metric.min_delta", 0.01)])
+    text = render(f.c.ledger, "story", "md").text
+    plan = section(text, "The analysis plan")
+    [edit] = [r for r in f.c.records("research_contract_v0") if r["payload"]["version"] == 2]
+    assert (f"  - Edited before the freeze, with no evidence under it yet (so it rescues nothing): "
+            f"contract version 2 ({edit['record_id']}), seq {edit['seq']}: attempt limit "
+            "(promotion_policy.max_attempts) 3 -> 2.") in plan
+    assert "- Plan version 1, from contract version 1 (" in plan  # no longer in force
+    assert (f"- Plan version 2 (in force), opened by contract version 3 "
+            f"({amendment['record_id']}), seq {amendment['seq']} after {packets} evidence "
+            "packet(s); not frozen yet: no evidence under it. Changed: minimum change "
+            "(metric.min_delta) 0 -> 0.01. Judgements made under an earlier plan version no "
+            "longer count.") in plan
+    # Every judgement shown was made under plan version 1, and says it no longer counts.
+    lines = re.findall(r"^\s*- (?:Dev|Held-out): .*$", text.replace("\\", ""), re.M)
+    assert lines and all("under plan version 1, which an amendment replaced: it no longer "
+                         "counts" in line for line in lines)
+    # Evidence under the new plan freezes it and is labelled with it.
+    f.r.run("base", "dev", [0.80, 0.81, 0.79])
+    f.r.supported("h-new", [0.90, 0.91, 0.89], None, title="New idea", mechanism="new")
+    text = render(f.c.ledger, "story", "md").text.replace("\\", "")
+    [line] = [line for line in section(text, "Evidence").split("### h-new")[1].splitlines()
+              if line.startswith("- Dev: ")]
+    assert line.endswith(")") and "; under plan version 2 (" in line
+    assert "frozen at seq" in section(text, "The analysis plan").split("Plan version 2")[1]
+    board = render(f.c.ledger, "board", "html").text
+    assert "minimum change (metric.min_delta) 0 -&gt; 0.01" in board
+
+
+BASELINE_MENTION = re.compile(r"(\w+) baseline (?:values )?\\?\[?\d")
+
+
+@pytest.mark.parametrize("surface, fmt", [("story", "md"), ("story", "html"), ("board", "html")])
+def test_an_assumed_baseline_is_labelled_wherever_it_is_used(fixed: Fixed, surface: str,
+                                                             fmt: str) -> None:
+    rendered = render(fixed.c.ledger, surface, fmt)
+    text = unescape(rendered.text)
+    mentions = BASELINE_MENTION.findall(text)
+    judgements = len(fixed.c.records("research_evidence_event_v0"))
+    assert len(mentions) > judgements and set(mentions) == {"assumed"}
+    assert "assumed baseline 0.9 (a number typed into the contract, not measured)" in text
+    assert ("over the assumed baseline 0.9" in
+            rendered.story.doc["first_screen"]["headline"])
+    if surface == "board":  # the cards say what their mean change is measured against
+        assert text.count("mean change +0.03 against the assumed baseline 0.9") == 1
+
+
+def test_a_measured_baseline_is_named_and_never_counted_as_a_hypothesis(
+        measured: Fixed) -> None:
+    text = render(measured.c.ledger, "story", "md").text
+    plain = text.replace("\\", "")
+    assert "assumed baseline" not in plain
+    assert set(BASELINE_MENTION.findall(plain)) == {"measured", "scalar"}
+    assert plain.count("scalar baseline") == 1  # the plan's unused number, said to be unused
+    assert "scalar baseline 0.8 (not used: it is measured)" in plain
+    assert ("Baseline: measured by hypothesis base: 3 value(s) on dev, 3 value(s) on held-out "
+            "(never judged, promoted or retired).") in section(text, "Disclosure")
+    assert "- Metric: acc (maximize), baseline measured by hypothesis base," in plain
+    assert "measured baseline values [0.8, 0.81, 0.79]" in section(text, "Evidence")
+    base = section(text, "Evidence").split("### base")[1].split("###")[0]
+    assert "state: the campaign's measured baseline" in base and "Gates:" not in base
+    board = render(measured.c.ledger, "board", "html").text
+    page = parse(board)
+    assert all("base" not in cards for cards in page.columns.values())
+    assert "<tr><td>base</td><td>baseline</td>" in board
+    assert '<g class="node" data-state="baseline">' in board
+
+
+def test_every_heldout_judgement_of_a_promoted_hypothesis_is_shown(measured: Fixed) -> None:
+    events = [p for p in payloads(measured, "research_evidence_event_v0")
+              if p["hypothesis_id"] == "h-good" and p["split"] == "heldout"]
+    assert [p["_provenance"] for p in events] == ["claimed", "computed"]
+    final = events[1]
+    c = final["control"]
+    for surface, fmt in (("story", "md"), ("story", "html"), ("board", "html")):
+        text = unescape(render(measured.c.ledger, surface, fmt).text).replace("\\", "")
+        promoted = text.split("What was promoted, and why")[1].split("What was retired")[0]
+        lines = [line for line in re.split(r"\n|<li>", promoted) if "Held-out: " in line]
+        assert [re.search(r"\((rec_[0-9a-f]{32})\)", line).group(1) for line in lines] == [
+            p["_id"] for p in events]
+        assert "claimed provenance: never counts" in lines[0]
+        assert "the hypothesis' final held-out test" in lines[1]
+        assert (f"test {c['index']} of the campaign's held-out family under lond at level 0.05: "
+                f"threshold {number(c['threshold'])}, adjusted p {number(c['adjusted_p'])}, "
+                "a discovery") in lines[1]
+        assert "every required gate passed" not in promoted
+        assert (f"promoted by decision d-good at revision {record_decision(measured)}: dev "
+                "supported it, its held-out test passed the campaign's control (test 1 of the "
+                f"campaign's held-out family under lond at level 0.05: threshold "
+                f"{number(c['threshold'])}, adjusted p {number(c['adjusted_p'])}, a discovery)"
+                ) in promoted
+
+
+def record_decision(f: Fixed) -> int:
+    [d] = [p for p in payloads(f, "research_decision_v0") if p["decision_id"] == "d-good"]
+    return int(d["revision"])
+
+
+def test_retirements_are_worded_honestly(measured: Fixed) -> None:
+    text = render(measured.c.ledger, "story", "md").text
+    candidates = section(text, "Candidates").split("### Retirement candidates")[1].split("###")[0]
+    blocks = {m.group(1): m.group(0) for m in re.finditer(
+        r"^- (h-[a-z]+):.*?(?=^- |\Z)", candidates, re.M | re.S)}
+    assert list(blocks) == ["h-null", "h-worse", "h-flaky"]
+    null = final_heldout_tests(measured)["h-null"]
+    assert "  - no effect found (a negative result, kept as evidence)\n" in blocks["h-null"]
+    assert ("    - Held-out: inconclusive under welch_one_sided on acc;" in blocks["h-null"]
+            and f"p = {number(null['p_value'])};" in blocks["h-null"])
+    # A null result is never called a contradiction: only significantly worse values are.
+    assert "contradict" not in blocks["h-null"] and "worse" not in blocks["h-null"]
+    assert ("  - significantly worse than the baseline (the evidence contradicted it)\n"
+            "    - Dev: contradicts") in blocks["h-worse"]
+    assert ("  - its attempts ran out: 2 of 2 attempt(s) used (failed, timeout) without a "
+            "judgement that supports or contradicts it") in blocks["h-flaky"]
+    retired = section(text, "What was retired, and why")
+    assert "only \"significantly worse\" says the idea hurt" in retired
+    gone = final_heldout_tests(measured)["h-gone"]
+    assert re.search(r"- h-gone: Label smoothing \(retired by decision d-gone at revision \d+: no "
+                     r"effect found \(a negative result, kept as evidence\); note: held-out "
+                     r"showed nothing\)\n  - Held-out: inconclusive .*\(" + gone["_id"] + r"\)",
+                     retired)
+    tried = section(text, "What was tried")
+    assert "Hypothesis h-null: Dropout (family regularization, proposed by prop); no effect " \
+           "found (a negative result, kept as evidence), to be retired" in tried
+    assert "h-flaky: Bigger batches (family batch, proposed by prop); its attempts ran out " \
+           "without a judgement either way, to be retired" in tried
+    board = render(measured.c.ledger, "board", "html").text
+    page = parse(board)
+    assert page.columns == {"promotion": ["h-good"],
+                            "retirement": ["h-gone", "h-null", "h-worse", "h-flaky"],
+                            "retry": ["h-flat"]}
+    states = dict(re.findall(r'data-hypothesis="(h-[a-z]+)" data-state="([a-z_]+)"', board))
+    assert (states["h-null"], states["h-flaky"]) == ("no_effect_found", "retry_exhausted")
+    card = board.split('data-hypothesis="h-null"')[1].split("</a>")[0]
+    assert "why: no effect found (a negative result, kept as evidence)" in card
+
+
+def test_a_computed_number_that_does_not_recompute_is_caught(fixed: Fixed) -> None:
+    numbers = render(fixed.c.ledger, "story", "md").story.numbers
+
+    def payload(rid: str) -> dict[str, Any]:
+        return record(fixed, rid)["payload"]
+
+    check_numbers(numbers, payload)
+    i = next(k for k, n in enumerate(numbers) if n.get("derived") == "expected_false_promotions")
+    wrong = [*numbers[:i], {**numbers[i], "value": numbers[i]["value"] + 0.01}, *numbers[i + 1:]]
+    with pytest.raises(AssertionError):
+        check_numbers(wrong, payload)
+    inputs = [{**numbers[i]["inputs"][0], "value": 0.5}, *numbers[i]["inputs"][1:]]
+    with pytest.raises(AssertionError):  # an input that is not what its record holds
+        check_numbers([{**numbers[i], "inputs": inputs}], payload)
+    logged = next(k for k, n in enumerate(numbers) if "derived" not in n)
+    with pytest.raises(AssertionError):
+        check_numbers([{**numbers[logged], "value": -1}], payload)

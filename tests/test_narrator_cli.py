@@ -56,7 +56,13 @@ def test_story_prints_and_records_nothing(ws: dict[str, Any]) -> None:
     assert as_json["first_screen"]["status"] == "held_back"
     assert {"value": 0.9, "record_id": as_json["numbers"][0]["record_id"],
             "field": "metric.baseline"} == as_json["numbers"][0]
-    assert all(n["record_id"].startswith("rec_") for n in as_json["numbers"])
+    logged = [n for n in as_json["numbers"] if "derived" not in n]
+    derived = [n for n in as_json["numbers"] if "derived" in n]
+    assert all(n["record_id"].startswith("rec_") for n in logged)
+    # The figures the story computes are listed with their formula and recorded inputs.
+    assert {n["derived"] for n in derived} == {"expected_false_promotions",
+                                               "benjamini_hochberg_passes"}
+    assert all(i["record_id"].startswith("rec_") for n in derived for i in n["inputs"])
     assert head(ws["root"]) == before
 
 

@@ -23,7 +23,7 @@ from loopx.narrator.first_screen import screen_sha256
 from loopx.narrator.publish import preview, publish, render
 from loopx.narrator.story import Story, _Reader, build
 from loopx.research import propose_hypothesis
-from loopx.testing.research import CONTRACT
+from loopx.testing.research import CONTRACT, ResearchLoop
 from loopx.todos import add_todos
 
 # Secret-shaped values that fit an identifier field too (letters, digits, _ . : -).
@@ -253,6 +253,28 @@ def test_a_private_hypothesis_is_named_by_record_id_and_never_quoted() -> None:
         text = render(f.c.ledger, surface, fmt).text.replace("\\", "")
         assert "zeta-42" not in text and "secretfamily" not in text and "h-private" not in text
         assert f"private hypothesis {record['record_id']}" in text
+
+
+def test_a_private_measured_baseline_is_never_named_even_by_the_contract() -> None:
+    from lanes_support import campaign
+    from narrator_support import MEASURED
+
+    c = campaign()
+    r = ResearchLoop(c.ledger, c.owner)
+    r.contract({**MEASURED, "metric": {**MEASURED["metric"],
+                                       "baseline_hypothesis": "base-private-7"}})
+    under = r.proposer_todo("base-private-7")
+    [record] = c.ledger.append({
+        "todo_id": under[0], "epoch": under[1], "visibility": "private",
+        "payload": {"hypothesis_id": "base-private-7", "title": "The baseline",
+                    "statement": "s", "mechanism_family": "baseline",
+                    "claimed_by": "prop", "no_grounding_reason": "test"}},
+        creds=r.agents["prop"], kind="research_hypothesis_v0")
+    for surface, fmt in SURFACES:
+        text = render(c.ledger, surface, fmt).text  # the gate passes: nothing leaks
+        assert "base-private-7" not in text
+        assert f"Baseline: measured by private hypothesis {record['record_id']}." in text
+        assert "measured baseline a private hypothesis" in text
 
 
 def test_private_fields_are_never_read_and_a_leak_is_reported() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from loopx.narrator import svg, words
 from loopx.narrator.markdown import anchor
-from loopx.narrator.story import number, signed
+from loopx.narrator.reader import number, signed
 
 CSS = """
 *{box-sizing:border-box}
@@ -78,15 +78,12 @@ def _question(doc: dict[str, Any]) -> str:
     if contract["private"]:
         return (f"<section><h2>The question</h2><p>The contract "
                 f'(<span class="id">{contract["record_id"]}</span>) is private.</p></section>')
-    m = contract["metric"]
     stop = (f", stopped on {escape(', '.join(campaign['stop_reasons']))}"
             if campaign["stop_reasons"] else "")
     return ("<section><h2>The question</h2>"
             f"<p><strong>{escape(contract['question'])}</strong></p>"
             f"<p>{escape(contract['prompt'])}</p>"
-            + _li([f"Metric: {escape(m['name'])} ({m['direction']}), baseline "
-                   f"{number(m['baseline'])}, minimum change {number(m['min_delta'])}, seeds "
-                   f"[{', '.join(number(s) for s in m['seeds'])}]",
+            + _li([escape(words.metric_words(contract)),
                    f"Rule: {escape(contract['rule'])} at alpha {number(contract['alpha'])}; "
                    f"dev split {escape(contract['splits']['dev'])}, held-out split "
                    f"{escape(contract['splits']['heldout'])}",
@@ -96,18 +93,50 @@ def _question(doc: dict[str, Any]) -> str:
             + "</section>")
 
 
+def _nested(lines: list[tuple[int, str]], empty: str) -> str:
+    """Lines at depth 0 as list items, deeper ones as a list inside the item before them."""
+    items: list[tuple[str, list[str]]] = []
+    for depth, line in lines:
+        if depth and items:
+            items[-1][1].append(escape(line))
+        else:
+            items.append((escape(line), []))
+    return _li([text + (_li(sub, "") if sub else "") for text, sub in items], empty)
+
+
+def _disclosure(doc: dict[str, Any]) -> str:
+    d = doc["disclosure"]
+    tests = ""
+    if d["tests"]:
+        tests = ("<p>The held-out family, in the order fixed by each hypothesis' first held-out "
+                 "claim:</p>" + _li([escape(words.test_line(t)) for t in d["tests"]], ""))
+    return ('<section id="disclosure"><h2>Disclosure</h2><p>How many ideas were tried and '
+            "tested, and what the campaign's error control promises: read every result below "
+            "against these numbers.</p>"
+            + _li([escape(line) for line in words.disclosure_lines(d)], "") + tests
+            + "</section>")
+
+
+def _plan(doc: dict[str, Any]) -> str:
+    return ('<section id="plan"><h2>The analysis plan</h2><p>What decides what a measurement '
+            "means. It freezes at the first evidence packet; an amendment after that opens a "
+            "new plan version and never rescues a judgement made under the old one.</p>"
+            + _nested(words.plan_lines(doc["disclosure"]["plans"]),
+                      "No plan published (no contract, or a private one).") + "</section>")
+
+
 def _tree(doc: dict[str, Any]) -> str:
     items = []
     for h in doc["hypotheses"]:
         pad = f' style="margin-left:{h["depth"] * 20}px"'
         if h["private"]:
             items.append(f"<li{pad}>{escape(words.label(h))}: "
-                         f"{words.STATE_WORDS[h['state']]}</li>")
+                         f"{escape(words.state_words(h))}</li>")
         else:
             items.append(f"<li{pad}>Hypothesis <strong>{escape(h['hypothesis_id'])}</strong>: "
                          f"{escape(h['title'])} (family {escape(h['mechanism_family'])}, "
                          f"proposed by {escape(h['proposed_by'])}); "
-                         f"{words.STATE_WORDS[h['state']]} "
+                         f"{escape(words.state_words(h))} "
                          f'(<a href="#{anchor(h)}">evidence</a>)</li>')
     return ("<section><h2>What was tried</h2><p>Each line is a hypothesis: an idea under test, "
             "not a result. Refinements sit under the hypothesis they refine.</p>"
@@ -131,19 +160,24 @@ def _evidence(doc: dict[str, Any]) -> str:
 def _outcomes(doc: dict[str, Any]) -> str:
     promoted = []
     for item in doc["promoted"]:
-        sub = [escape(words.judgement_line(j)) for j in (item["heldout"], item["dev"]) if j]
+        tests = item["heldout_tests"] or ([item["heldout"]] if item["heldout"] else [])
+        sub = [escape(words.judgement_line(j)) for j in [*tests, item["dev"]] if j]
         sub.append(escape(words.decision_line(item["decision"]) or "no decision"))
         title = "" if item["private"] else f": {escape(item['title'])}"
         promoted.append(f"<strong>{escape(words.label(item))}</strong>{title}"
                         + _li(sub, ""))
-    retired = [f"<strong>{escape(words.label(item))}</strong>"
-               + ("" if item["private"] else f": {escape(item['title'])}")
-               + f" ({escape(words.decision_line(item['decision']) or 'no decision')})"
-               for item in doc["retired"]]
+    retired = []
+    for item in doc["retired"]:
+        basis = [escape(words.judgement_line(j))
+                 for j in (item["decision"] or {}).get("basis", [])]
+        retired.append(f"<strong>{escape(words.label(item))}</strong>"
+                       + ("" if item["private"] else f": {escape(item['title'])}")
+                       + f" ({escape(words.decision_line(item['decision']) or 'no decision')})"
+                       + (_li(basis, "") if basis else ""))
     return ('<section id="promoted"><h2>What was promoted, and why</h2>'
             + _li(promoted, "Nothing has been promoted.") + "</section>"
-            '<section id="retired"><h2>What was retired, and why</h2><p>Negative results are '
-            "results: each of these failed clearly, which saves future search.</p>"
+            f'<section id="retired"><h2>What was retired, and why</h2>'
+            f"<p>{escape(words.RETIRED_INTRO)}</p>"
             + _li(retired, "Nothing has been retired.") + "</section>")
 
 
@@ -172,13 +206,22 @@ def _risks(doc: dict[str, Any]) -> str:
 
 def _card(kind: str, c: dict[str, Any]) -> str:
     title = "private hypothesis" if c["private"] else c["title"]
-    meta = [words.label(c), words.STATE_WORDS[c["state"]]]
+    meta = [words.label(c), words.state_words(c)]
     heldout = c.get("heldout")
     if heldout and not heldout["private"] and heldout["mean_delta"] is not None:
+        against = words.baseline_words(heldout)
         meta.append(f"held-out {heldout['verdict']}: mean change "
-                    f"{signed(heldout['mean_delta'])}")
+                    f"{signed(heldout['mean_delta'])}" + (f" against the {against}"
+                                                          if against else ""))
+        if heldout["control"]:
+            meta.append(f"p = {number(heldout['p_value'])}, adjusted p "
+                        f"{number(heldout['control']['adjusted_p'])} under "
+                        f"{heldout['control']['rule']} at level "
+                        f"{number(heldout['control']['level'])}")
     if kind == "retirement" and c.get("reasons"):
-        meta.append("why: " + ", ".join(words.RETIRE_WORDS.get(r, r) for r in c["reasons"]))
+        meta += ["why: " + line for depth, line in words.why_lines(c["reasons"],
+                                                                    c.get("why") or {})
+                 if depth == 0]
     if kind == "retry":
         meta.append(f"{c['attempts_left']} attempt(s) left")
     meta.append(f"rests on {len(c['rests_on'])} record(s)")
@@ -188,12 +231,15 @@ def _card(kind: str, c: dict[str, Any]) -> str:
 
 
 # The board's columns: what is worth merging (promoted, or a candidate awaiting its decision),
-# what failed clearly (retired, or a candidate for it), and what needs another executor turn.
+# what was or is to be retired (negative results of every kind, kept as evidence), and what
+# needs another executor turn. Every hypothesis with a decision or a candidacy has one column;
+# the others (in progress, or the measured baseline) are on the frontier and the graph.
 COLUMNS = (("promotion", "Worth merging", "promoted, or every gate passed and awaiting a decision"),
-           ("retirement", "Failed clearly", "retired, or a candidate for retirement: negative "
-                                            "results that save future search"),
-           ("retry", "Needs another turn", "unscored attempts that need another bounded "
-                                           "executor turn"))
+           ("retirement", "Retired, or to retire", "worse than the baseline, no effect found, "
+                                                   "invalid or repeated: negative results, "
+                                                   "kept as evidence"),
+           ("retry", "Needs another turn", "another bounded dev attempt: the last one failed "
+                                           "or found nothing yet"))
 
 
 def _columns(doc: dict[str, Any]) -> str:
@@ -233,13 +279,13 @@ def _graph(doc: dict[str, Any], graph: dict[str, Any]) -> str:
 def render_story(doc: dict[str, Any]) -> str:
     """The case story as one self-contained HTML page."""
     return _page(doc["first_screen"]["title"], [
-        _first_screen(doc), _question(doc), _tree(doc), _evidence(doc), _outcomes(doc),
-        _columns(doc), _findings(doc), _risks(doc)])
+        _first_screen(doc), _question(doc), _disclosure(doc), _plan(doc), _tree(doc),
+        _evidence(doc), _outcomes(doc), _columns(doc), _findings(doc), _risks(doc)])
 
 
 def render_board(doc: dict[str, Any], graph: dict[str, Any], extra_head: str = "") -> str:
-    """The board: the first screen, three candidate columns, the graph picture, the frontier
-    and the evidence each card links to."""
+    """The board: the first screen, three candidate columns, the disclosure and the analysis
+    plan, the graph picture, the frontier and the evidence each card links to."""
     return _page(doc["first_screen"]["title"], [
-        _first_screen(doc), _columns(doc), _graph(doc, graph), _frontier(doc), _outcomes(doc),
-        _evidence(doc), _risks(doc)], extra_head)
+        _first_screen(doc), _columns(doc), _disclosure(doc), _plan(doc), _graph(doc, graph),
+        _frontier(doc), _outcomes(doc), _evidence(doc), _risks(doc)], extra_head)

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from loopx.narrator import words
-from loopx.narrator.story import number
+from loopx.narrator.reader import number
 
 # An underscore inside a word never starts emphasis, so ids like rec_... stay readable.
 _SPECIAL = re.compile(r"([\\`*\[\]<>#|!~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
@@ -27,6 +27,8 @@ def render(doc: dict[str, Any]) -> str:
            f"_{md(words.anchor_line(doc['anchor']))}_ Check a copy of the log against it "
            f"with `{words.verify_command(doc['anchor'])}`.", ""]
     out += _question(doc["contract"], doc["campaign"])
+    out += _disclosure(doc["disclosure"])
+    out += _plan(doc["disclosure"])
     out += _tried(doc["hypotheses"])
     out += _evidence(doc["hypotheses"])
     out += _outcomes(doc)
@@ -44,11 +46,8 @@ def _question(contract: dict[str, Any] | None, campaign: dict[str, Any]) -> list
         return out + ["No research contract has been written yet.", ""]
     if contract["private"]:
         return out + [f"The contract ({contract['record_id']}) is private.", ""]
-    m = contract["metric"]
     out += [f"**{md(contract['question'])}**", "", md(contract["prompt"]), "",
-            f"- Metric: {md(m['name'])} ({m['direction']}), baseline {number(m['baseline'])}, "
-            f"minimum change {number(m['min_delta'])}, seeds "
-            f"{md('[' + ', '.join(number(s) for s in m['seeds']) + ']')}",
+            f"- {md(words.metric_words(contract))}",
             f"- Rule: {md(contract['rule'])} at alpha {number(contract['alpha'])}; dev split "
             f"{md(contract['splits']['dev'])}, held-out split {md(contract['splits']['heldout'])}",
             f"- Contract version {contract['version']} ({contract['record_id']}); campaign "
@@ -57,17 +56,41 @@ def _question(contract: dict[str, Any] | None, campaign: dict[str, Any]) -> list
     return out
 
 
+def _disclosure(d: dict[str, Any]) -> list[str]:
+    out = ["## Disclosure", '<a id="disclosure"></a>', "",
+           "How many ideas were tried and tested, and what the campaign's error control "
+           "promises: read every result below against these numbers.", ""]
+    out += [f"- {md(line)}" for line in words.disclosure_lines(d)]
+    if d["tests"]:
+        out += ["", "The held-out family, in the order fixed by each hypothesis' first held-out "
+                "claim:", ""]
+        out += [f"- {md(words.test_line(t))}" for t in d["tests"]]
+    return out + [""]
+
+
+def _plan(d: dict[str, Any]) -> list[str]:
+    out = ["## The analysis plan", '<a id="plan"></a>', "",
+           "What decides what a measurement means. It freezes at the first evidence packet; an "
+           "amendment after that opens a new plan version and never rescues a judgement made "
+           "under the old one.", ""]
+    lines = words.plan_lines(d["plans"])
+    out += [f"{'  ' * depth}- {md(line)}" for depth, line in lines]
+    if not lines:
+        out.append("- No plan published (no contract, or a private one).")
+    return out + [""]
+
+
 def _tried(hypotheses: list[dict[str, Any]]) -> list[str]:
     out = ["## What was tried", "", "Each line is a hypothesis: an idea under test, not a result. "
            "Refinements sit under the hypothesis they refine.", ""]
     for h in hypotheses:
         indent = "  " * h["depth"]
         if h["private"]:
-            out.append(f"{indent}- {md(words.label(h))}: {words.STATE_WORDS[h['state']]}")
+            out.append(f"{indent}- {md(words.label(h))}: {words.state_words(h)}")
             continue
         out.append(f"{indent}- Hypothesis {md(h['hypothesis_id'])}: {md(h['title'])} "
                    f"(family {md(h['mechanism_family'])}, proposed by {md(h['proposed_by'])}); "
-                   f"{words.STATE_WORDS[h['state']]} ([evidence](#{anchor(h)}))")
+                   f"{words.state_words(h)} ([evidence](#{anchor(h)}))")
     return out + ([""] if hypotheses else ["No hypotheses yet.", ""])
 
 
@@ -93,20 +116,20 @@ def _outcomes(doc: dict[str, Any]) -> list[str]:
     for item in doc["promoted"]:
         out.append(f"- {md(words.label(item))}"
                    + ("" if item["private"] else f": {md(item['title'])}"))
-        if item["heldout"]:
-            out.append(f"  - {md(words.judgement_line(item['heldout']))}")
+        tests = item["heldout_tests"] or ([item["heldout"]] if item["heldout"] else [])
+        out += [f"  - {md(words.judgement_line(j))}" for j in tests]
         if item["dev"]:
             out.append(f"  - {md(words.judgement_line(item['dev']))}")
         out.append(f"  - {md(words.decision_line(item['decision']) or 'no decision')}")
     if not doc["promoted"]:
         out.append("- Nothing has been promoted.")
-    out += ["", "## What was retired, and why", "",
-            "Negative results are results: each of these failed clearly, which saves future "
-            "search.", ""]
+    out += ["", "## What was retired, and why", "", md(words.RETIRED_INTRO), ""]
     for item in doc["retired"]:
         out.append(f"- {md(words.label(item))}"
                    + ("" if item["private"] else f": {md(item['title'])}")
                    + f" ({md(words.decision_line(item['decision']) or 'no decision')})")
+        out += [f"  - {md(words.judgement_line(j))}"
+                for j in (item["decision"] or {}).get("basis", [])]
     if not doc["retired"]:
         out.append("- Nothing has been retired.")
     return out + [""]
@@ -124,6 +147,9 @@ def _candidates(found: dict[str, list[dict[str, Any]]]) -> list[str]:
             title_text = "" if c["private"] else f": {md(c['title'])}"
             out.append(f"- {md(words.label(c))}{title_text} ([evidence](#{anchor(c)})){extra}; "
                        f"rests on {', '.join(c['rests_on'])}")
+            if kind == "retirement":
+                out += [f"{'  ' * (depth + 1)}- {md(line)}"
+                        for depth, line in words.why_lines(c["reasons"], c["why"])]
         if not found[kind]:
             out.append("- None.")
         out.append("")

@@ -1,98 +1,45 @@
 """The case story as data, built from projections only: the contract in force (public fields),
-the hypothesis tree, each hypothesis' judgements and attempts, decisions, the frontier's states,
-the candidates and the findings. The log itself is never read.
+the disclosure and the analysis plan (``disclosure.py``), the hypothesis tree, each hypothesis'
+judgements (every held-out one) and attempts, decisions and what they rest on, the frontier's
+states, the candidates and the findings. The log itself is never read.
 
 Every free text the story quotes is registered with the record and field it came from (so the
-redaction gate can name them), every metric it quotes with its record, and every value it may
-show unscanned (record ids, sha256 digests, git commit ids) is checked against its type here.
-Records marked private are named by record id and never quoted.
+redaction gate can name them), every number with its record and field or, if computed, with its
+formula and recorded inputs, and every value it may show unscanned (record ids, sha256 digests,
+git commit ids) is checked against its type (``reader.py``). Records marked private are named by
+record id and never quoted.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from loopx.campaign_state import current_contract
+from loopx.control import first_heldout
 from loopx.findings import finding_groups
-from loopx.projections import Row, candidates, frontier
+from loopx.narrator import disclosure
+from loopx.narrator.reader import SAFE_TYPES, Quoted, Reader, Story, judgement, number, signed
+from loopx.projections import Row, candidates, final_heldout, frontier
+from loopx.research_state import counts
 
 SCHEMA = "loopx_case_story_v0"
 View = dict[str, Any]
-
-# Typed values the redaction gate allow-lists by type: each is checked against its type's
-# pattern here, so a value that is not of the type is quoted (and scanned) as text instead.
-SAFE_TYPES = {
-    "record_id": re.compile(r"^rec_[0-9a-f]{32}$"),
-    "sha256": re.compile(r"^[0-9a-f]{64}$"),
-    "git_commit": re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$"),
-}
-
-
-@dataclass(frozen=True)
-class Quoted:
-    """A free text the story quotes, and the record field it came from."""
-
-    record_id: str
-    field: str
-    value: str
-
-
-@dataclass
-class Story:
-    """The story document plus what it quotes: texts (scanned), typed values (allow-listed)
-    and metrics (each from a record)."""
-
-    doc: dict[str, Any]
-    quoted: list[Quoted] = field(default_factory=list)
-    safe: set[str] = field(default_factory=set)
-    numbers: list[dict[str, Any]] = field(default_factory=list)
-
-
-class _Reader:
-    """Reads values out of projections, registering each with where it came from."""
-
-    def __init__(self, story: Story) -> None:
-        self.story = story
-
-    def text(self, value: Any, record_id: str, name: str) -> str:
-        text = str(value)
-        self.story.quoted.append(Quoted(record_id, name, text))
-        return text
-
-    def optional(self, value: Any, record_id: str, name: str) -> str | None:
-        return None if value is None else self.text(value, record_id, name)
-
-    def typed(self, value: str, kind: str, record_id: str, name: str) -> str:
-        if SAFE_TYPES[kind].match(value):
-            self.story.safe.add(value)
-            return value
-        return self.text(value, record_id, name)
-
-    def rid(self, value: str) -> str:
-        return self.typed(value, "record_id", value, "record_id")
-
-    def num(self, value: float | int | None, record_id: str, name: str) -> float | int | None:
-        if value is not None:
-            self.story.numbers.append({"value": value, "record_id": record_id, "field": name})
-        return value
-
-    def nums(self, values: list[Any], record_id: str, name: str) -> list[Any]:
-        return [self.num(v, record_id, f"{name}.{i}") for i, v in enumerate(values)]
+_Reader = Reader  # the name tests and older callers use
+__all__ = ["SAFE_TYPES", "Quoted", "Story", "build", "first_screen", "number", "signed"]
 
 
 def build(view: View, head_seq: int, head_hash: str) -> Story:
     """The case story of the folded state at ``head_seq`` (whose record hash is ``head_hash``)."""
     story = Story({})
-    r = _Reader(story)
+    r = Reader(story)
     rows = frontier(view)
     by_id = {row.hypothesis_id: row for row in rows}
-    contract = _contract(r, current_contract(view))
+    contract = _contract(r, current_contract(view), _private_ids(view))
     hypotheses = [_hypothesis(r, view, hid, by_id[hid], depth)
                   for hid, depth in _tree_order(view)]
     shown = {h["key"]: h for h in hypotheses}
     status = view["campaign"]["status"]
+    disclosed = disclosure.build(r, view)
     story.doc = {
         "schema_version": SCHEMA,
         "anchor": {"head_seq": head_seq,
@@ -100,12 +47,13 @@ def build(view: View, head_seq: int, head_hash: str) -> Story:
         "contract": contract,
         "campaign": {"state": status["state"], "stop_reasons": list(status["stop_reasons"]),
                      "iteration": status["iteration"]},
+        "disclosure": disclosed,
         "hypotheses": hypotheses,
         "promoted": [_outcome(h) for h in hypotheses if h["state"] == "promoted"],
         "retired": [_outcome(h) for h in hypotheses if h["state"] == "retired"],
-        "candidates": _candidates(r, view, candidates(view, rows), shown),
+        "candidates": _candidates(r, view, candidates(view, rows), shown, by_id),
         "findings": _findings(r, view),
-        "risks": _risks(hypotheses, status),
+        "risks": _risks(hypotheses, status, disclosed),
     }
     story.doc["first_screen"] = first_screen(story.doc)
     return story
@@ -113,13 +61,14 @@ def build(view: View, head_seq: int, head_hash: str) -> Story:
 
 # -- sections ---------------------------------------------------------------------------------
 
-def _contract(r: _Reader, c: dict[str, Any] | None) -> dict[str, Any] | None:
+def _contract(r: Reader, c: dict[str, Any] | None, private: set[str]) -> dict[str, Any] | None:
     if c is None:
         return None
     rid = r.rid(c["record_id"])
     if c.get("visibility") == "private":
         return {"record_id": rid, "private": True, "version": c["version"]}
     metric, policy, evaluation = c["metric"], c["promotion_policy"], c["evaluation"]
+    measured = metric.get("baseline_hypothesis")
     # The splits' locations are private fields: only their names are read.
     return {
         "record_id": rid, "private": False, "version": c["version"],
@@ -128,6 +77,9 @@ def _contract(r: _Reader, c: dict[str, Any] | None) -> dict[str, Any] | None:
         "metric": {"name": r.text(metric["name"], rid, "metric.name"),
                    "direction": metric["direction"],
                    "baseline": r.num(metric["baseline"], rid, "metric.baseline"),
+                   # A private baseline hypothesis is never named, even by the contract.
+                   "baseline_hypothesis": "a private hypothesis" if measured in private
+                   else r.optional(measured, rid, "metric.baseline_hypothesis"),
                    "min_delta": r.num(metric["min_delta"], rid, "metric.min_delta"),
                    "seeds": r.nums(metric["seeds"], rid, "metric.seeds")},
         "rule": policy["rule"], "alpha": r.num(policy["alpha"], rid, "promotion_policy.alpha"),
@@ -154,20 +106,38 @@ def _tree_order(view: View) -> list[tuple[str, int]]:
     return out
 
 
-def _hypothesis(r: _Reader, view: View, hid: str, row: Row, depth: int) -> dict[str, Any]:
+def _hypothesis(r: Reader, view: View, hid: str, row: Row, depth: int) -> dict[str, Any]:
     entry = view["hypotheses"][hid]
     rid = r.rid(entry["record_id"])
+    # The measured baseline is run, never judged: no gate means anything for it.
     out: dict[str, Any] = {"key": rid, "record_id": rid, "depth": depth, "state": row.state,
                            "gates": {name: g.status for name, g in row.gates.items()
-                                     if g.required},
+                                     if g.required and row.state != "baseline"},
                            "parent": None}
     parent = view["hypotheses"].get(entry["parent_id"] or "")
     if parent is not None:
         out["parent"] = r.rid(parent["record_id"])
+    if row.state == "contradicted" and "contradicted" not in (row.retirement or {}).get(
+            "reasons", ["contradicted"]):
+        out["state_words"] = "guardrail_failed"  # the frontier's state covers both causes
     if entry.get("visibility") == "private":
         return {**out, "private": True, "hypothesis_id": None, "title": None,
-                "evidence": {}, "attempts": [], "decision": None}
+                "evidence": {}, "heldout_tests": [], "attempts": [], "decision": None}
+    plans = disclosure.plan_context(view)
+    final = first_heldout(entry)
+    tests = []
+    for j in entry["heldout_judgements"]:
+        test = judgement(r, j, plans)
+        tests.append({**test, "final": final is not None and j["event_id"] == final["event_id"]})
+    evidence = {split: judgement(r, j, plans) for split, j in sorted(entry["judgements"].items())}
+    if final is not None:
+        # The first counted held-out judgement is final: it is the one that decides.
+        evidence["heldout"] = judgement(r, final, plans)
     decision_id = view["hypothesis_decisions"].get(hid)
+    decision = None
+    if decision_id is not None:
+        stored = view["decisions"][decision_id]
+        decision = _decision(r, stored, _basis(r, view, entry, stored, plans))
     return {
         **out, "private": False,
         "hypothesis_id": r.text(hid, rid, "hypothesis_id"),
@@ -175,32 +145,43 @@ def _hypothesis(r: _Reader, view: View, hid: str, row: Row, depth: int) -> dict[
         "mechanism_family": r.text(entry["mechanism_family"], rid, "mechanism_family"),
         "proposed_by": r.text(entry["proposer"], rid, "agent_id"),
         "claims_novelty": entry["claims_novelty"],
-        "evidence": {split: _judgement(r, j) for split, j in sorted(entry["judgements"].items())},
+        "evidence": evidence, "heldout_tests": tests,
         "attempts": [_attempt(r, view["packets"][p]) for p in entry["packets"]
                      if p in view["packets"]],
-        "decision": None if decision_id is None else _decision(r, view["decisions"][decision_id]),
+        "decision": decision,
     }
 
 
-def _judgement(r: _Reader, j: dict[str, Any]) -> dict[str, Any]:
-    rid = r.rid(j["event_id"])
-    if j.get("visibility") == "private":
-        return {"event_id": rid, "private": True, "split": j["split"]}
-    return {
-        "event_id": rid, "private": False, "split": j["split"], "verdict": j["verdict"],
-        "metric": r.text(j["metric"], rid, "metric"), "rule": r.text(j["rule"], rid, "rule"),
-        "provenance": j["provenance"],
-        "baseline": r.num(j["baseline"], rid, "baseline"),
-        "baseline_values": r.nums(j["baseline_values"], rid, "baseline_values"),
-        "seeds": r.nums(j["seeds"], rid, "seeds"),
-        "values": r.nums(j["values"], rid, "values"),
-        "mean_delta": r.num(j["mean_delta"], rid, "mean_delta"),
-        "p_value": r.num(j["p_value"], rid, "p_value"),
-        "packet_ids": [r.typed(p, "record_id", rid, "packet_ids") for p in j["packet_ids"]],
-    }
+def _basis(r: Reader, view: View, entry: dict[str, Any], decision: dict[str, Any],
+           plans: tuple[int, int]) -> list[dict[str, Any]]:
+    """The judgements a decision's reason rests on: the final held-out test of a promotion,
+    the significantly worse judgements of a contradiction, the null test of no effect."""
+    return [judgement(r, j, plans) for j in _basis_of(view, entry,
+                                                       decision["reason"], decided=True)]
 
 
-def _attempt(r: _Reader, p: dict[str, Any]) -> dict[str, Any]:
+def _basis_of(view: View, entry: dict[str, Any], reason: str, *,
+              decided: bool) -> list[dict[str, Any]]:
+    # A decision stands whatever later amendments did to the plan: judge its basis by
+    # provenance alone; a candidate's basis is what counts under the plan in force.
+    def ok(j: dict[str, Any] | None) -> bool:
+        return j is not None and (j["provenance"] != "claimed" if decided else counts(view, j))
+
+    judgements = entry["judgements"]
+    final = first_heldout(entry) if decided else final_heldout(view, entry)
+    dev = judgements.get("dev")
+    if reason == "gates_passed":
+        return [final] if final is not None else []
+    if reason == "contradicted":
+        return [j for j in judgements.values() if ok(j) and j["verdict"] == "contradicts"]
+    if reason == "no_effect_found":
+        if final is not None and final["verdict"] == "inconclusive":
+            return [final]
+        return [dev] if ok(dev) and dev["verdict"] == "inconclusive" else []
+    return []
+
+
+def _attempt(r: Reader, p: dict[str, Any]) -> dict[str, Any]:
     rid = r.rid(p["packet_id"])
     if p.get("visibility") == "private":
         return {"packet_id": rid, "private": True}
@@ -211,7 +192,7 @@ def _attempt(r: _Reader, p: dict[str, Any]) -> dict[str, Any]:
                 commit, "git_commit", rid, "evaluated_commit")}
 
 
-def _decision(r: _Reader, d: dict[str, Any]) -> dict[str, Any]:
+def _decision(r: Reader, d: dict[str, Any], basis: list[dict[str, Any]]) -> dict[str, Any]:
     rid = r.rid(d["record_id"])
     if d.get("visibility") == "private":
         return {"record_id": rid, "private": True}
@@ -220,7 +201,7 @@ def _decision(r: _Reader, d: dict[str, Any]) -> dict[str, Any]:
         "record_id": rid, "private": False,
         "decision_id": r.text(d["decision_id"], rid, "decision_id"),
         "outcome": d["outcome"], "reason": d["reason"], "revision": d["revision"],
-        "note": r.optional(d.get("note"), rid, "note"),
+        "note": r.optional(d.get("note"), rid, "note"), "basis": basis,
         # The owner's verdict and its record id only: the approval's note is private.
         "approval": None if approval is None else {
             "verdict": approval["verdict"], "record_id": r.rid(approval["record_id"])},
@@ -233,24 +214,30 @@ def _outcome(h: dict[str, Any]) -> dict[str, Any]:
             "private": h["private"], "state": h["state"], "decision": decision,
             "reasons": [decision["reason"]] if decision.get("reason") else [],
             "rests_on": [decision["record_id"]] if decision else [],
-            "heldout": h["evidence"].get("heldout"), "dev": h["evidence"].get("dev")}
+            "heldout": h["evidence"].get("heldout"), "dev": h["evidence"].get("dev"),
+            "heldout_tests": h["heldout_tests"]}
 
 
-def _candidates(r: _Reader, view: View, found: dict[str, list[dict[str, Any]]],
-                shown: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def _candidates(r: Reader, view: View, found: dict[str, list[dict[str, Any]]],
+                shown: dict[str, dict[str, Any]], rows: dict[str, Row]
+                ) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
+    plans = disclosure.plan_context(view)
     for kind, items in found.items():
         out[kind] = []
         for c in items:
-            key = view["hypotheses"][c["hypothesis_id"]]["record_id"]
+            entry = view["hypotheses"][c["hypothesis_id"]]
+            key = entry["record_id"]
             h = shown[key]
             card = {"key": key, "hypothesis_id": h["hypothesis_id"], "title": h["title"],
                     "private": h["private"], "state": h["state"],
+                    "state_words": h.get("state_words"),
                     "rests_on": [r.typed(ref, "record_id", key, "rests_on")
                                  for ref in c["rests_on"]],
                     "heldout": h["evidence"].get("heldout"), "dev": h["evidence"].get("dev")}
             if kind == "retirement":
                 card["reasons"] = list(c["reasons"])
+                card["why"] = {} if h["private"] else _why(r, view, entry, c, plans)
             if kind == "retry":
                 card["attempts_left"] = c["attempts_left"]
                 card["packet_id"] = r.rid(c["packet_id"])
@@ -258,7 +245,27 @@ def _candidates(r: _Reader, view: View, found: dict[str, list[dict[str, Any]]],
     return out
 
 
-def _findings(r: _Reader, view: View) -> dict[str, list[dict[str, Any]]]:
+def _why(r: Reader, view: View, entry: dict[str, Any], c: dict[str, Any],
+         plans: tuple[int, int]) -> dict[str, Any]:
+    """Why each retirement reason applies: the judgements behind a contradiction or a null
+    result (their numbers registered), else the frontier's own words for it."""
+    out: dict[str, Any] = {}
+    for reason in c["reasons"]:
+        basis = _basis_of(view, entry, reason, decided=False)
+        text = c.get("why", {}).get(reason)
+        if basis:
+            out[reason] = {"basis": [judgement(r, j, plans) for j in basis]}
+        elif text and not any(hid in text for hid in _private_ids(view)):
+            # The frontier's words may name other hypotheses: never a private one.
+            out[reason] = {"text": r.text(text, entry["record_id"], f"retirement.why.{reason}")}
+    return out
+
+
+def _private_ids(view: View) -> set[str]:
+    return {hid for hid, e in view["hypotheses"].items() if e.get("visibility") == "private"}
+
+
+def _findings(r: Reader, view: View) -> dict[str, list[dict[str, Any]]]:
     groups = finding_groups(view)
     out: dict[str, list[dict[str, Any]]] = {}
     for group, items in groups.items():
@@ -276,15 +283,22 @@ def _findings(r: _Reader, view: View) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def _risks(hypotheses: list[dict[str, Any]], status: dict[str, Any]) -> list[dict[str, Any]]:
+def _risks(hypotheses: list[dict[str, Any]], status: dict[str, Any],
+           disclosed: dict[str, Any]) -> list[dict[str, Any]]:
     """What a reader should not take for granted: gates that failed or still block a hypothesis
-    near promotion, evidence of claimed provenance, and a stop on a validity failure."""
+    near promotion, evidence of claimed provenance, an assumed baseline, held-out tests without
+    campaign-level control, and a stop on a validity failure."""
     out: list[dict[str, Any]] = []
     for h in hypotheses:
-        if h["state"] in ("promoted", "retired"):
+        if h["state"] in ("promoted", "retired", "baseline"):
             continue
         near = h["state"] in ("supported", "at_promotion_gate")
+        # A failed held-out test of a null or worse result is the result itself, told among
+        # the retirements; it is no open risk.
+        told = h["state"] in ("no_effect_found", "contradicted")
         for gate, gate_status in h["gates"].items():
+            if told and gate == "heldout":
+                continue
             if gate_status == "failed" or (near and gate_status == "pending"):
                 out.append({"kind": "gate", "key": h["key"], "hypothesis_id": h["hypothesis_id"],
                             "gate": gate, "status": gate_status})
@@ -293,6 +307,11 @@ def _risks(hypotheses: list[dict[str, Any]], status: dict[str, Any]) -> list[dic
                 out.append({"kind": "claimed_evidence", "key": h["key"],
                             "hypothesis_id": h["hypothesis_id"], "split": split,
                             "event_id": j["event_id"]})
+    baseline = disclosed["baseline"]
+    if baseline is not None and baseline["kind"] == "assumed":
+        out.append({"kind": "assumed_baseline", "value": baseline["value"]})
+    if disclosed["contract_shown"] and disclosed["control"] is None:
+        out.append({"kind": "no_control", "tests": disclosed["counts"]["judged_heldout"]})
     if "persistent_validity_failure" in status["stop_reasons"]:
         out.append({"kind": "validity", "stop_reasons": list(status["stop_reasons"])})
     return out
@@ -305,15 +324,19 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "\u2026"
 
 
-def signed(value: float | int) -> str:
-    """A recorded number with its sign (``+0.021``, ``-0.4``)."""
-    return ("+" if value >= 0 else "") + number(value)
-
-
-def number(value: float | int) -> str:
-    """A recorded number for reading: integers exactly, floats to 4 significant digits (the
-    exact values are in the records the story cites, and in ``--json``)."""
-    return str(value) if isinstance(value, int) else format(value, ".4g")
+def _against(heldout: dict[str, Any]) -> str:
+    """What a held-out improvement was measured against, and how the campaign judged it."""
+    kind = heldout["baseline_kind"]
+    against = (f" over the assumed baseline {number(heldout['baseline'])}" if kind == "assumed"
+               else " over the measured baseline" if kind == "measured" else "")
+    control = heldout["control"]
+    if heldout["p_value"] is None:
+        return against
+    if control is None:
+        return f"{against} (p = {number(heldout['p_value'])}; no campaign-level control)"
+    return (f"{against} (p = {number(heldout['p_value'])}; adjusted p "
+            f"{number(control['adjusted_p'])} under {control['rule']} at level "
+            f"{number(control['level'])})")
 
 
 def first_screen(doc: dict[str, Any]) -> dict[str, Any]:
@@ -328,11 +351,8 @@ def first_screen(doc: dict[str, Any]) -> dict[str, Any]:
     best = max(shown, key=lambda item: item["heldout"]["mean_delta"], default=None)
     if best is not None:
         heldout = best["heldout"]
-        baseline = ("" if heldout["baseline"] is None
-                    else f" over the baseline {number(heldout['baseline'])}")
-        p_value = "" if heldout["p_value"] is None else f" (p = {number(heldout['p_value'])})"
         headline = (f"Promoted: {_clip(best['title'], 160)}. Held-out {heldout['metric']} "
-                    f"improved by {signed(heldout['mean_delta'])}{baseline}{p_value}.")
+                    f"improved by {signed(heldout['mean_delta'])}{_against(heldout)}.")
         action = {"label": "See the promoted result", "href": "#promoted"}
     elif doc["promoted"]:
         headline = "A result was promoted; its held-out evidence is private."

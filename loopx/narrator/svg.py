@@ -15,6 +15,7 @@ ROW, INDENT, BOX_W, BOX_H, DOT = 34, 22, 250, 24, 12
 STATE_COLOURS = {
     "promoted": "#1a7f37", "retired": "#8c959f", "contradicted": "#cf222e",
     "at_promotion_gate": "#bf8700", "supported": "#2da44e", "needs_retry": "#d4a72c",
+    "no_effect_found": "#57606a", "retry_exhausted": "#9a6700", "baseline": "#24292f",
 }
 DEFAULT_COLOUR = "#0969da"
 # (edge type into the hypothesis, node kind) -> what the dot says and its colour.

@@ -8,24 +8,33 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopx.narrator.story import number, signed
+from loopx.control import RULE_WORDS
+from loopx.narrator.reader import number, signed
 
 SPLIT_NAMES = {"dev": "Dev", "heldout": "Held-out", "train": "Train"}
 STATE_WORDS = {
     "proposed": "proposed, not yet run", "selected": "selected, waiting for an executor",
     "running": "running", "evidence_recorded": "evidence recorded, not yet judged",
     "supported": "supported on dev, not yet on held-out data",
-    "needs_retry": "needs another attempt", "contradicted": "contradicted by its evidence",
+    "needs_retry": "needs another attempt",
+    "contradicted": "significantly worse than the baseline, to be retired",
+    "no_effect_found": "no effect found (a negative result, kept as evidence), to be retired",
+    "retry_exhausted": "its attempts ran out without a judgement either way, to be retired",
     "at_promotion_gate": "at the promotion gate", "promoted": "promoted", "retired": "retired",
+    "baseline": "the campaign's measured baseline: run on each split, never judged or promoted",
+    # Not a frontier state: the frontier shows a failed guardrail as "contradicted".
+    "guardrail_failed": "its evaluated commits touched protected files, to be retired",
 }
 RETIRE_WORDS = {
-    "contradicted": "the evidence contradicted it",
+    "contradicted": "significantly worse than the baseline (the evidence contradicted it)",
+    "no_effect_found": "no effect found (a negative result, kept as evidence)",
     "duplicate": "it repeated an earlier hypothesis",
     "operator_rejected": "the owner rejected its promotion",
-    "retry_exhausted": "its attempts ran out without a scored result",
+    "retry_exhausted": "its attempts ran out",
     "superseded": "a later hypothesis superseded it",
     "guardrail_failed": "its evaluated commits touched protected files",
 }
+ASSUMED = "a number typed into the contract, not measured"
 GROUP_WORDS = {
     "established": "Established (observed facts, computed results, negative results, "
                    "reproducibility notes)",
@@ -34,10 +43,17 @@ GROUP_WORDS = {
     "risk": "Risks",
 }
 CANDIDATE_WORDS = {
-    "promotion": ("Promotion candidates", "worth merging: every gate passed, awaiting a decision"),
-    "retirement": ("Retirement candidates", "failed clearly: retiring them saves future search"),
-    "retry": ("Retry candidates", "unscored attempts that need another bounded executor turn"),
+    "promotion": ("Promotion candidates", "worth merging: dev support, a held-out test that "
+                  "supports it (under the campaign's control, when the contract sets one) and "
+                  "every gate passed; awaiting a decision"),
+    "retirement": ("Retirement candidates", "to retire: worse than the baseline, no effect "
+                   "found, invalid or repeated; negative results are kept as evidence"),
+    "retry": ("Retry candidates", "another bounded dev attempt: the last one failed or found "
+              "nothing yet, and attempts are left"),
 }
+RETIRED_INTRO = ("Negative results are results, kept as evidence: each saves future search. "
+                 "\"No effect found\" means the test did not show an effect, not that there is "
+                 "none; only \"significantly worse\" says the idea hurt.")
 
 
 def label(item: dict[str, Any]) -> str:
@@ -45,22 +61,54 @@ def label(item: dict[str, Any]) -> str:
     return f"private hypothesis {item['key']}" if item["private"] else str(item["hypothesis_id"])
 
 
+def state_words(item: dict[str, Any]) -> str:
+    """A hypothesis' state in words (a failed guardrail is told apart from worse evidence)."""
+    return STATE_WORDS[item.get("state_words") or item["state"]]
+
+
+def baseline_words(j: dict[str, Any]) -> str | None:
+    """What a judgement measured against: an assumed number, labelled so, or measured values."""
+    if j["baseline_kind"] == "assumed":
+        return f"assumed baseline {number(j['baseline'])} ({ASSUMED})"
+    if j["baseline_kind"] == "measured":
+        return f"measured baseline values {_list(j['baseline_values'])}"
+    return None
+
+
+def control_words(c: dict[str, Any]) -> str:
+    """How the campaign-level control judged one held-out test."""
+    looks = f", over {c['looks']} permitted looks" if c["looks"] > 1 else ""
+    return (f"test {c['index']} of the campaign's held-out family under {c['rule']} at level "
+            f"{number(c['level'])}: threshold {number(c['threshold'])}{looks}, adjusted p "
+            f"{number(c['adjusted_p'])}, " + ("a discovery" if c["discovery"]
+                                               else "not a discovery"))
+
+
 def judgement_line(j: dict[str, Any]) -> str:
-    """One judgement in words: verdict, rule, values over seeds, baseline, delta and p."""
+    """One judgement in words: verdict, rule, values over seeds, baseline (assumed or
+    measured), delta and p, the campaign-level control and the plan version it was made under."""
     split = SPLIT_NAMES.get(j["split"], j["split"])
     if j["private"]:
         return f"{split}: judgement {j['event_id']} is private"
     parts = [f"{split}: {j['verdict']} under {j['rule']} on {j['metric']}"]
     if j["values"]:
         parts.append(f"values {_list(j['values'])} over seeds {_list(j['seeds'])}")
-    if j["baseline"] is not None:
-        parts.append(f"baseline {number(j['baseline'])}")
-    elif j["baseline_values"]:
-        parts.append(f"baseline values {_list(j['baseline_values'])}")
+    baseline = baseline_words(j)
+    if baseline:
+        parts.append(baseline)
     if j["mean_delta"] is not None:
         parts.append(f"mean change {signed(j['mean_delta'])}")
     if j["p_value"] is not None:
         parts.append(f"p = {number(j['p_value'])}")
+    if j["control"]:
+        parts.append("campaign control: " + control_words(j["control"]))
+    elif j["split"] == "heldout" and j["verdict"] != "needs_retry":
+        parts.append("no campaign-level control applied")
+    if j["plan_version"] is not None:
+        parts.append(f"under plan version {j['plan_version']}" + (
+            ", which an amendment replaced: it no longer counts" if j["plan_replaced"] else ""))
+    if j.get("final"):
+        parts.append("the hypothesis' final held-out test")
     if j["provenance"] == "claimed":
         parts.append("claimed provenance: never counts")
     return "; ".join(parts) + f" ({j['event_id']})"
@@ -78,25 +126,59 @@ def attempt_line(a: dict[str, Any]) -> str:
     return text + f" ({a['packet_id']})"
 
 
+def _promotion_why(basis: list[dict[str, Any]]) -> str:
+    """Why a promotion was made, claiming no more than its final held-out test shows."""
+    shown = [j for j in basis if not j["private"]]
+    if not shown:
+        return "dev supported it and the required gates passed (its held-out test is private)"
+    j = shown[0]
+    if j["control"]:
+        how = ("its held-out test passed the campaign's control (" + control_words(j["control"])
+               + ")")
+    else:
+        p_value = "" if j["p_value"] is None else f" at p = {number(j['p_value'])}"
+        how = f"its held-out test supported it{p_value} on its own: no campaign-level control"
+    return f"dev supported it, {how}, and the other required gates passed"
+
+
 def decision_line(d: dict[str, Any] | None) -> str | None:
-    """A decision in words, with the owner's verdict when there is one."""
+    """A decision in words: why (for a promotion, its held-out test under the campaign's
+    control), its note, and the owner's verdict when there is one."""
     if d is None:
         return None
     if d["private"]:
         return f"decision {d['record_id']} is private"
-    why = ("every required gate passed" if d["outcome"] == "promoted"
+    why = (_promotion_why(d["basis"]) if d["outcome"] == "promoted"
            else RETIRE_WORDS.get(d["reason"], d["reason"]))
     text = f"{d['outcome']} by decision {d['decision_id']} at revision {d['revision']}: {why}"
+    if d["note"]:
+        text += f"; note: {d['note']}"
     if d["approval"] is not None:
         text += f"; the owner {d['approval']['verdict']} it ({d['approval']['record_id']})"
     return text
 
 
+def why_lines(reasons: list[str], why: dict[str, Any]) -> list[tuple[int, str]]:
+    """A retirement candidate's reasons, each in words, then (one level down) the judgements
+    it rests on."""
+    out = []
+    for reason in reasons:
+        text = RETIRE_WORDS.get(reason, reason)
+        detail = why.get(reason) or {}
+        if detail.get("text"):
+            text += f": {detail['text']}"
+        out.append((0, text))
+        out += [(1, judgement_line(j)) for j in detail.get("basis", [])]
+    return out
+
+
 def evidence_lines(h: dict[str, Any]) -> list[str]:
-    """A public hypothesis' evidence in words: its record and state, judgements, attempts,
-    required gates and decision, one line each."""
-    lines = [f"Hypothesis record {h['record_id']}; state: {STATE_WORDS[h['state']]}"]
-    lines += [judgement_line(j) for j in h["evidence"].values()]
+    """A public hypothesis' evidence in words: its record and state, judgements (every
+    held-out one), attempts, required gates and decision, one line each."""
+    lines = [f"Hypothesis record {h['record_id']}; state: {state_words(h)}"]
+    lines += [judgement_line(j) for split, j in h["evidence"].items()
+              if split != "heldout" or not h["heldout_tests"]]
+    lines += [judgement_line(j) for j in h["heldout_tests"]]
     lines += [attempt_line(a) for a in h["attempts"]]
     if h["gates"]:
         lines.append("Gates: " + ", ".join(f"{g.replace('_', ' ')} {s}"
@@ -116,7 +198,18 @@ def risk_line(risk: dict[str, Any]) -> str:
     if risk["kind"] == "claimed_evidence":
         return (f"{risk['hypothesis_id']}: its {risk['split']} judgement {risk['event_id']} "
                 "rests on claimed evidence, which never counts toward promotion")
+    if risk["kind"] == "assumed_baseline":
+        return (f"assumed baseline {number(risk['value'])}: {ASSUMED}; every mean change and "
+                "p-value is measured against it")
+    if risk["kind"] == "no_control":
+        return ("no campaign-level error control applied: each of the "
+                f"{risk['tests']} held-out test(s) was judged on its own, so the more are "
+                "tested, the likelier a false promotion")
     return ("the campaign stopped on: " + ", ".join(risk["stop_reasons"]))
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def _list(values: list[Any]) -> str:
@@ -132,3 +225,129 @@ def anchor_line(anchor: dict[str, Any]) -> str:
 def verify_command(anchor: dict[str, Any]) -> str:
     """The command that checks a copy of the log against the story's anchor."""
     return f"loopx verify --expect {anchor['head_seq']}:{anchor['head_hash']}"
+
+
+# -- disclosure and the analysis plan ---------------------------------------------------------
+
+EXPECTED_WORDS = {
+    "lond": "level x discoveries, LOND's bound on false discoveries",
+    "alpha_spending": "the sum of the thresholds spent; the chance of any false promotion is "
+                      "at most this",
+}
+
+
+def metric_words(contract: dict[str, Any]) -> str:
+    """The contract's metric line, with the baseline labelled as measured or assumed."""
+    m = contract["metric"]
+    baseline = (f"baseline measured by hypothesis {m['baseline_hypothesis']}"
+                if m["baseline_hypothesis"] else
+                f"assumed baseline {number(m['baseline'])} ({ASSUMED})")
+    return (f"Metric: {m['name']} ({m['direction']}), {baseline}, minimum change "
+            f"{number(m['min_delta'])}, seeds {_list(m['seeds'])}")
+
+
+def disclosure_lines(d: dict[str, Any]) -> list[str]:
+    """How many were tried and tested, the campaign-level control and what it promises, the
+    closing Benjamini-Hochberg figure, and the baseline, one line each."""
+    c = d["counts"]
+    skipped = " (the measured baseline not counted)" if c["baselines"] else ""
+    lines = [f"Tried: {_count(c['tried'], 'hypothesis', 'hypotheses')} proposed{skipped}; "
+             f"{c['judged_dev']} judged on dev (screening); {c['family']} entered the held-out "
+             f"family by claiming a held-out read, {c['judged_heldout']} of them judged on "
+             "held-out data (confirmation)."]
+    if not d["contract_shown"]:
+        return lines + ["The contract is private or not written yet: its control, baseline "
+                        "and plan are not published."]
+    control = d["control"]
+    if control is None:
+        lines.append("Campaign-level control: none. This contract sets no campaign-level error "
+                     "control, so each held-out test was judged on its own at the contract's "
+                     "alpha.")
+    else:
+        lines.append(f"Campaign-level control: {RULE_WORDS.get(control['rule'], control['rule'])}"
+                     f" ({control['rule']}) at level {number(control['level'])}, applied online "
+                     "in log order to every held-out test.")
+    for g in d["groups"]:
+        lines.append(f"Under {g['rule']} at level {number(g['level'])}: "
+                     f"{_count(g['tests'], 'held-out test')}, "
+                     f"{_count(g['discoveries'], 'discovery', 'discoveries')}; expected false "
+                     "promotions at "
+                     f"most {number(g['expected_false'])} (computed: "
+                     f"{EXPECTED_WORDS.get(g['rule'], g['rule'])}).")
+    if d["uncontrolled"]:
+        lines.append(f"{d['uncontrolled']} held-out test(s) were judged without campaign-level "
+                     "control.")
+    if d["hidden"]:
+        lines.append(f"{d['hidden']} private held-out test(s) are left out of these figures.")
+    bh = d["bh"]
+    lines.append(f"Closing Benjamini-Hochberg figure (a disclosure beside the rule, not the "
+                 f"rule): {bh['passes']} of {bh['tests']} held-out p-values pass at level "
+                 f"{number(bh['level'])} (computed).")
+    lines.append(baseline_line(d["baseline"]))
+    return lines
+
+
+def baseline_line(b: dict[str, Any]) -> str:
+    """Where the baseline comes from."""
+    if b["kind"] == "assumed":
+        return (f"Baseline: assumed baseline {number(b['value'])} ({ASSUMED}); every judgement "
+                "compares against it.")
+    if b["private"]:
+        return f"Baseline: measured by private hypothesis {b['key']}."
+    if not b["values"]:
+        return f"Baseline: measured by hypothesis {b['hypothesis_id']}, not proposed yet."
+    per = ", ".join(f"{n} value(s) on {SPLIT_NAMES[s].lower()}" for s, n in b["values"].items())
+    return (f"Baseline: measured by hypothesis {b['hypothesis_id']}: {per} (never judged, "
+            "promoted or retired).")
+
+
+def test_line(t: dict[str, Any]) -> str:
+    """One member of the held-out family and its final test."""
+    j = t["judgement"]
+    head = f"Test {t['index']}: {label(t)}: "
+    if j is None:
+        return head + "claimed a held-out read, not judged yet"
+    if j["private"]:
+        return head + f"judgement {j['event_id']} is private"
+    parts = [f"held-out {j['verdict']}"]
+    if j["p_value"] is not None:
+        parts.append(f"p = {number(j['p_value'])}")
+    c = j["control"]
+    if c:
+        parts.append(f"adjusted p {number(c['adjusted_p'])}, threshold "
+                     f"{number(c['threshold'])}: " + ("a discovery" if c["discovery"]
+                                                     else "not a discovery"))
+    else:
+        parts.append("no campaign-level control")
+    return head + "; ".join(parts) + f" ({j['event_id']})"
+
+
+def plan_lines(plans: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    """Every plan version: the first in full, the later ones by what changed and when
+    relative to the evidence, each followed (one level down) by the edits made before it
+    froze."""
+    out: list[tuple[int, str]] = []
+    for p in plans:
+        when = f"contract version {p['contract_version']} ({p['record_id']}), seq {p['seq']}"
+        frozen = (f"frozen at seq {p['frozen_seq']} by its first evidence packet"
+                  if p["frozen_seq"] is not None else "not frozen yet: no evidence under it")
+        now = " (in force)" if p["current"] else ""
+        if p["version"] == 1:
+            stood = "as it stood then" if p["frozen_seq"] is not None else "as it stands"
+            out.append((0, f"Plan version 1{now}, from {when}; {frozen}; {stood}: "
+                        + "; ".join(f"{w} {v}" for w, v in p["plan"]) + "."))
+        else:
+            out.append((0, f"Plan version {p['version']}{now}, opened by {when} after "
+                        f"{p['packets_before']} evidence packet(s); {frozen}. Changed: "
+                        f"{changes_words(p['changes'])}. Judgements made under an earlier plan "
+                        "version no longer count."))
+        out += [(1, f"Edited before the freeze, with no evidence under it yet (so it rescues "
+                f"nothing): contract version {e['contract_version']} ({e['record_id']}), seq "
+                f"{e['seq']}: {changes_words(e['changes'])}.") for e in p["edits"]]
+    return out
+
+
+def changes_words(changes: list[dict[str, str]]) -> str:
+    """What an amendment changed, field by field, before -> after."""
+    return ", ".join(f"{c['words']} ({c['field']}) {c['before']} -> {c['after']}"
+                     for c in changes)
