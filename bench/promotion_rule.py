@@ -1,85 +1,389 @@
-"""The ``welch_one_sided`` promotion rule on a simulated campaign: false promotions and power.
+"""Honest promotion under eager agents: whole simulated campaigns through loopx's public API.
 
-What it measures
-    A campaign of hypotheses (default 2,000) is simulated with a fixed ``random.Random(seed)``.
-    Each hypothesis has a true effect; for each of the contract's seeds (default 5) the
-    executor reports a dev value and, independently drawn, a held-out value, each
-    ``baseline + effect + gauss(0, sigma)``, with baseline 0.0, direction maximize and
-    min_delta 0. Two scenarios: every true effect 0 (nothing works), and every true effect
-    2 sigma (everything works). For each, the share of hypotheses promoted by:
-      honest    ``loopx.stats.judge`` supports on dev AND on held-out (scalar contract
-                baseline), combined by ``loopx.stats.promotes``
-      dev only  ``judge`` supports on dev (what a dev-only lift would promote)
-      naive     any single dev value beats the baseline (``loopx.stats.naive_promotes``)
+What it runs
+    Each campaign is a fresh log (``MemoryStore``: the same checked write path as on disk,
+    without the fsync) with an owner and four agents, curator ``cur``, proposer ``prop``,
+    executor ``ex`` and evaluator ``ev``, each with its own token. The curator writes the
+    contract: metric ``acc`` (maximize), 10 seeds per packet, a measured baseline (hypothesis
+    ``baseline``, run on dev and held-out before anything else), alpha 0.05, 3 attempts, one
+    held-out read, and the campaign-level control (``--rule``, LOND at 0.05 by default). Then
+    ``--hypotheses`` hypotheses (default 100) arrive one by one: proposed under a todo, run on
+    dev by the executor (a claimed todo, a packet, a completion), judged by the evaluator; if
+    dev supports, run on held-out and judged; then promoted or retired on its candidate. Every
+    value is ``0.80 + effect + gauss(0, 0.01)``: one seed's sd is 0.01.
 
-Verdict (the honest rule)
-    false promotion rate (effect 0)        goal <= 5%: chance lifts are not promoted
-    promotion rate (effect 2 sigma)        goal >= 80%: real lifts of that size are
-    The naive rule's figures are printed beside them for comparison.
+Scenarios (true effects)
+    null        every hypothesis has effect 0 (any promotion is a false one)
+    power       10% have +2 sd (0.02) on both splits, the rest 0
+    dev-only    10% have +2 sd on dev and 0 on held-out (a lift that does not generalise)
+
+Behaviours (what the agents do; every refusal they meet is recorded in the log and counted)
+    honest             one dev attempt, one held-out packet, one judgement per split
+    optional-stopping  the executor re-runs dev until its own Welch test passes (up to 10
+                       runs), and appends held-out packets under its one held-out claim until
+                       its own test passes (up to 10 packets)
+    cherry-picking     the evaluator asks for 3 dev attempts, appends a dev judgement citing
+                       only the best one, and re-judges held-out when the verdict disappoints
+    frontier-retries   executor and evaluator follow the frontier's ``retry_attempt`` on
+                       inconclusive dev results for up to 10 rounds, then run once more anyway
+    post-hoc-amendment after 30% of the hypotheses the curator tries to replace the measured
+                       baseline with 0.79, then lowers the contract's scalar baseline to 0.79
+                       and the evaluator re-judges the earlier hypotheses
+
+Verdict (the goals of the issue, for every behaviour)
+    null:      campaigns with any false promotion          goal <= 5%
+    power:     real +2 sd effects promoted                 goal >= 80%
+    dev-only:  dev-only lifts promoted                     goal <= 5%
 
 Run
-    python bench/promotion_rule.py                    # defaults, well under a second
-    python bench/promotion_rule.py --seeds 3 --hypotheses 5000
+    python bench/promotion_rule.py                          # 200 null campaigns per behaviour
+    python bench/promotion_rule.py --campaigns 20 --power-campaigns 5      # a quick look
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import platform
 import random
+import statistics
 import time
+from collections import Counter
+from typing import Any
 
-from loopx.stats import judge, naive_promotes, promotes
+from loopx.checks import Credentials
+from loopx.claims import complete, release, should_run
+from loopx.contracts import amend_contract
+from loopx.decisions import decide
+from loopx.errors import Refused, ResearchRefused
+from loopx.evidence import judgement_payload
+from loopx.ledger import Ledger
+from loopx.projections import row
+from loopx.research import append_packet
+from loopx.stats import judge as welch
+from loopx.store import MemoryStore
+from loopx.testing.research import ResearchLoop
+from loopx.todos import add_todos
+from loopx.workspace import bootstrap_log
 
-BASELINE = 0.0
-DIRECTION = "maximize"
+BEHAVIOURS = ("honest", "optional-stopping", "cherry-picking", "frontier-retries",
+              "post-hoc-amendment")
+SCENARIOS = ("null", "power", "dev-only")
+BASE, SD, SEEDS = 0.80, 0.01, list(range(10))
+EFFECT = 2 * SD
+REAL_SHARE = 0.10
+RETRY_ROUNDS = 10
 
 
-def campaign(rng: random.Random, effect: float, *, hypotheses: int, seeds: int, sigma: float,
-             alpha: float) -> dict[str, float]:
-    """Share of hypotheses promoted by each rule, when every true effect is ``effect``."""
-    counts = {"honest": 0, "dev only": 0, "naive": 0}
-    for _ in range(hypotheses):
-        dev = [BASELINE + effect + rng.gauss(0.0, sigma) for _ in range(seeds)]
-        heldout = [BASELINE + effect + rng.gauss(0.0, sigma) for _ in range(seeds)]
-        on_dev = judge(dev, baseline=BASELINE, direction=DIRECTION, alpha=alpha)
-        on_heldout = judge(heldout, baseline=BASELINE, direction=DIRECTION, alpha=alpha)
-        counts["honest"] += promotes(on_dev, on_heldout)
-        counts["dev only"] += on_dev.verdict == "supports"
-        counts["naive"] += naive_promotes(dev, baseline=BASELINE, direction=DIRECTION)
-    return {rule: count / hypotheses for rule, count in counts.items()}
+def contract(rule: str, level: float) -> dict[str, Any]:
+    """The curator's contract: measured baseline, 10 seeds, online campaign-level control."""
+    return {
+        "contract_id": "bench",
+        "objective": {"name": "bench", "prompt": "beat the measured baseline", "domain": "sim"},
+        "metric": {"name": "acc", "direction": "maximize", "baseline": BASE,
+                   "baseline_hypothesis": "baseline", "seeds": SEEDS},
+        "evaluation": {"dev": {"name": "dev"}, "heldout": {"name": "heldout",
+                                                           "location": "/data/heldout"}},
+        "promotion_policy": {"required_gates": ["heldout"], "alpha": 0.05, "max_attempts": 3,
+                             "campaign_control": {"rule": rule, "level": level}},
+    }
+
+
+class Campaign:
+    """One campaign's log, agents and tallies."""
+
+    def __init__(self, rng: random.Random, behaviour: str, rule: str, level: float) -> None:
+        ledger = Ledger(MemoryStore())
+        token = bootstrap_log(ledger, "bench")
+        self.loop = ResearchLoop(ledger, Credentials("owner", token))
+        self.loop.contract(contract(rule, level))
+        self.ledger, self.agents = ledger, self.loop.agents
+        self.rng, self.behaviour = rng, behaviour
+        self.refusals: Counter[str] = Counter()
+        self.todo_no = 0
+        self.measure_baseline()
+
+    # -- the agents' primitive steps, each through the public API ---------------------------
+
+    def values(self, effect: float) -> list[float]:
+        return [BASE + effect + self.rng.gauss(0.0, SD) for _ in SEEDS]
+
+    def view(self) -> dict[str, Any]:
+        return self.ledger.state()["lanes"]
+
+    def refused(self, exc: Refused) -> None:
+        self.refusals[exc.rule if isinstance(exc, ResearchRefused) else "unrecorded"] += 1
+
+    def claim(self, hypothesis_id: str, split: str) -> tuple[str, int]:
+        """The evaluator adds an evaluation todo for the executor, which claims it."""
+        self.todo_no += 1
+        todo_id = f"{split}-{self.todo_no}"
+        action = "run_holdout_eval" if split == "heldout" else "run_dev_eval"
+        add_todos(self.ledger, self.agents["ev"], [{
+            "todo_id": todo_id, "title": f"{split} run of {hypothesis_id}",
+            "role": "research_executor", "action_kind": action, "assigned_to": "ex",
+            "hypothesis_id": hypothesis_id}])
+        got = should_run(self.ledger, "ex", claim=True, creds=self.agents["ex"])
+        if not got["claimed"]:
+            raise Refused(f"nothing to claim for {hypothesis_id} {split}: {got['reason']}")
+        return got["todo"]["todo_id"], got["todo"]["epoch"]
+
+    def packet(self, hypothesis_id: str, split: str, values: list[float],
+               under: tuple[str, int]) -> bool:
+        payload = {"hypothesis_id": hypothesis_id, "status": "scored",
+                   "results": [{"split": split, "metric": "acc", "seed": s, "value": v}
+                               for s, v in zip(SEEDS, values, strict=True)]}
+        try:
+            append_packet(self.ledger, self.agents["ex"], payload, under=under)
+            return True
+        except Refused as exc:
+            self.refused(exc)
+            return False
+
+    def attempt(self, hypothesis_id: str, split: str, effect: float) -> bool:
+        """One run: claim a todo, record a packet, complete it (or release it if refused)."""
+        try:
+            under = self.claim(hypothesis_id, split)
+        except Refused as exc:
+            self.refused(exc)
+            return False
+        done = self.packet(hypothesis_id, split, self.values(effect), under)
+        if done:
+            complete(self.ledger, self.agents["ex"], *under, {"status": "scored"})
+        else:
+            release(self.ledger, self.agents["ex"], *under, "refused")
+        return done
+
+    def judge(self, hypothesis_id: str, split: str) -> str | None:
+        try:
+            return str(self.loop.judge(hypothesis_id, split)["verdict"])
+        except Refused as exc:
+            self.refused(exc)
+            return None
+
+    def measure_baseline(self) -> None:
+        self.loop.propose("baseline", mechanism="baseline")
+        for split in ("dev", "heldout"):
+            self.attempt("baseline", split, 0.0)
+
+    def own_test_passes(self, values: list[float], split: str) -> bool:
+        """What an eager executor computes for itself from the log before stopping."""
+        view = self.view()
+        from loopx.evidence import packets_for
+
+        base = [v for p in packets_for(view, "baseline", split)
+                for r_split, _, _, v in view["packets"][p]["results"] if r_split == split]
+        return welch(values, baseline=BASE, direction="maximize",
+                     baseline_values=base).verdict == "supports"
+
+    # -- one hypothesis, as each behaviour plays it ------------------------------------------
+
+    def hypothesis(self, number: int, dev_effect: float, heldout_effect: float) -> None:
+        hid = f"h{number}"
+        self.loop.propose(hid, mechanism="sim", parameters={"n": number})
+        getattr(self, "dev_" + self.behaviour.replace("-", "_"), self.dev_honest)(hid, dev_effect)
+        if self.judge(hid, "dev") == "supports":
+            self.heldout(hid, heldout_effect)
+        self.decide(hid)
+
+    def dev_honest(self, hid: str, effect: float) -> None:
+        self.attempt(hid, "dev", effect)
+
+    def dev_optional_stopping(self, hid: str, effect: float) -> None:
+        pooled: list[float] = []
+        for _ in range(RETRY_ROUNDS):
+            values = self.values(effect)
+            try:
+                under = self.claim(hid, "dev")
+            except Refused as exc:
+                self.refused(exc)
+                return
+            if not self.packet(hid, "dev", values, under):
+                release(self.ledger, self.agents["ex"], *under, "refused")
+                return
+            complete(self.ledger, self.agents["ex"], *under, {"status": "scored"})
+            pooled += values
+            if self.own_test_passes(pooled, "dev"):
+                return
+
+    def dev_cherry_picking(self, hid: str, effect: float) -> None:
+        for _ in range(3):
+            self.attempt(hid, "dev", effect)
+        view = self.view()
+        packets = view["hypotheses"][hid]["packets"]
+        best = max(packets, key=lambda p: statistics.fmean(r[3] for r in
+                                                           view["packets"][p]["results"]))
+        forged = judgement_payload(view, hid, "dev")
+        values = [r[3] for r in view["packets"][best]["results"]]
+        chosen = welch(values, baseline=BASE, direction="maximize",
+                       baseline_values=forged["baseline_values"]).to_json()
+        forged.update(packet_ids=[best], values=values, seeds=list(SEEDS),
+                      **{k: chosen[k] for k in ("verdict", "p_value", "mean_delta",
+                                                "statistic")})
+        try:
+            self.ledger.append({"payload": forged}, creds=self.agents["ev"],
+                               kind="research_evidence_event_v0")
+        except Refused as exc:
+            self.refused(exc)
+
+    def dev_frontier_retries(self, hid: str, effect: float) -> None:
+        self.attempt(hid, "dev", effect)
+        for _ in range(RETRY_ROUNDS):
+            if self.judge(hid, "dev") == "supports":
+                return
+            if row(self.view(), hid).next_action != "retry_attempt":
+                break
+            self.attempt(hid, "dev", effect)
+        self.attempt(hid, "dev", effect)  # once more, past what the frontier offers
+
+    def dev_post_hoc_amendment(self, hid: str, effect: float) -> None:
+        self.attempt(hid, "dev", effect)
+
+    def heldout(self, hid: str, effect: float) -> None:
+        try:
+            under = self.claim(hid, "heldout")
+        except Refused as exc:
+            self.refused(exc)
+            return
+        values = self.values(effect)
+        if not self.packet(hid, "heldout", values, under):
+            release(self.ledger, self.agents["ex"], *under, "refused")
+            return
+        if self.behaviour == "optional-stopping":
+            for _ in range(RETRY_ROUNDS - 1):
+                if self.own_test_passes(values, "heldout"):
+                    break
+                values = self.values(effect)
+                self.packet(hid, "heldout", values, under)  # the same claim, again
+        complete(self.ledger, self.agents["ex"], *under, {"status": "scored"})
+        verdict = self.judge(hid, "heldout")
+        if self.behaviour == "cherry-picking" and verdict != "supports":
+            self.judge(hid, "heldout")  # once more, hoping for better
+
+    def decide(self, hid: str) -> None:
+        current = row(self.view(), hid)
+        try:
+            if current.promotion is not None:
+                decide(self.ledger, self.agents["ev"], hid, "promoted")
+            elif current.retirement is not None:
+                decide(self.ledger, self.agents["ev"], hid, "retired",
+                       reason=current.retirement["reasons"][0])
+        except Refused as exc:
+            self.refused(exc)
+
+    def amend_after_the_fact(self, earlier: list[tuple[str, float, float]]) -> None:
+        """The eager curator: drop the measured baseline for a lower number, then lower the
+        scalar; the evaluator re-judges what came before, and has it run again."""
+        lower = round(BASE - SD, 6)
+        for settings in ([("metric.baseline_hypothesis", None), ("metric.baseline", lower)],
+                         [("metric.baseline", lower)]):
+            try:
+                amend_contract(self.ledger, self.agents["cur"], "the baseline was too strict",
+                               settings=settings)
+            except Refused as exc:
+                self.refused(exc)
+        for split in ("dev", "heldout"):  # the baseline, measured again under the new plan
+            self.attempt("baseline", split, 0.0)
+        for hid, dev_effect, heldout_effect in earlier:
+            if self.judge(hid, "dev") != "supports":
+                self.attempt(hid, "dev", dev_effect)
+            if self.judge(hid, "dev") == "supports":
+                self.heldout(hid, heldout_effect)
+            self.decide(hid)
+
+    def promoted(self) -> set[str]:
+        view = self.view()
+        return {d["hypothesis_id"] for d in view["decisions"].values()
+                if d["outcome"] == "promoted" and d["superseded_by"] is None}
+
+
+def run_campaign(job: tuple[str, str, int, int, str, float]) -> dict[str, Any]:
+    """One whole campaign; returns its tallies."""
+    behaviour, scenario, seed, hypotheses, rule, level = job
+    rng = random.Random(seed)
+    sim = Campaign(rng, behaviour, rule, level)
+    real: set[str] = set()
+    earlier: list[tuple[str, float, float]] = []
+    for n in range(hypotheses):
+        lifted = scenario != "null" and rng.random() < REAL_SHARE
+        dev = EFFECT if lifted else 0.0
+        heldout = EFFECT if lifted and scenario == "power" else 0.0
+        if lifted:
+            real.add(f"h{n}")
+        sim.hypothesis(n, dev, heldout)
+        earlier.append((f"h{n}", dev, heldout))
+        if behaviour == "post-hoc-amendment" and n == int(hypotheses * 0.3):
+            sim.amend_after_the_fact(earlier)
+    promoted = sim.promoted()
+    return {"behaviour": behaviour, "scenario": scenario, "real": len(real),
+            "real_promoted": len(promoted & real), "false": len(promoted - real),
+            "promoted": len(promoted), "refusals": dict(sim.refusals),
+            "records": sim.ledger.store.head().seq}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--hypotheses", type=int, default=2000, help="hypotheses per scenario")
-    parser.add_argument("--seeds", type=int, default=5, help="seeds (values) per split")
-    parser.add_argument("--sigma", type=float, default=1.0, help="per-seed noise (std dev)")
-    parser.add_argument("--seed", type=int, default=20261203, help="random seed of the run")
-    parser.add_argument("--alpha", type=float, default=0.05, help="the promotion policy's alpha")
+    parser.add_argument("--campaigns", type=int, default=200, help="null campaigns per behaviour")
+    parser.add_argument("--power-campaigns", type=int, default=50,
+                        help="campaigns per behaviour for the power and dev-only scenarios")
+    parser.add_argument("--hypotheses", type=int, default=100, help="hypotheses per campaign")
+    parser.add_argument("--rule", choices=("lond", "alpha_spending"), default="lond")
+    parser.add_argument("--level", type=float, default=0.05, help="the control's level")
+    parser.add_argument("--behaviours", default=",".join(BEHAVIOURS),
+                        help="comma-separated subset of: " + ", ".join(BEHAVIOURS))
+    parser.add_argument("--processes", type=int, default=multiprocessing.cpu_count())
+    parser.add_argument("--seed", type=int, default=20261204, help="random seed of the run")
     args = parser.parse_args()
+    behaviours = [b for b in args.behaviours.split(",") if b]
+    unknown = sorted(set(behaviours) - set(BEHAVIOURS))
+    if unknown:
+        parser.error(f"unknown behaviour(s): {', '.join(unknown)}")
 
-    rng = random.Random(args.seed)
+    jobs = []
+    for behaviour in behaviours:
+        for s_no, scenario in enumerate(SCENARIOS):
+            count = args.campaigns if scenario == "null" else args.power_campaigns
+            for c in range(count):
+                # The same campaign seeds for every behaviour: paired comparisons.
+                seed = args.seed * 1000 + s_no * 100_000 + c
+                jobs.append((behaviour, scenario, seed, args.hypotheses, args.rule,
+                             args.level))
     t0 = time.perf_counter()
-    scenarios = {"0": 0.0, "2 sigma": 2.0 * args.sigma}
-    rates = {name: campaign(rng, effect, hypotheses=args.hypotheses, seeds=args.seeds,
-                            sigma=args.sigma, alpha=args.alpha)
-             for name, effect in scenarios.items()}
+    with multiprocessing.get_context("spawn").Pool(max(1, args.processes)) as pool:
+        results = pool.map(run_campaign, jobs, chunksize=4)
     elapsed = time.perf_counter() - t0
 
-    print(f"promotion_rule: python {platform.python_version()}, {args.hypotheses} hypotheses "
-          f"per scenario, {args.seeds} seeds, sigma {args.sigma:g}, alpha {args.alpha:g}, "
-          f"seed {args.seed}, {elapsed:.1f} s")
-    print(f"{'true effect':<11} | {'honest':>7} | {'dev only':>8} | {'naive':>7}")
-    print("-" * 42)
-    for name, row in rates.items():
-        print(f"{name:<11} | {row['honest']:>7.1%} | {row['dev only']:>8.1%} | "
-              f"{row['naive']:>7.1%}")
-    false_rate, power = rates["0"]["honest"], rates["2 sigma"]["honest"]
-    print(f"\nfalse promotion rate (effect 0) = {false_rate:.1%} (goal <= 5%: "
-          f"{'PASS' if false_rate <= 0.05 else 'MISS'}); naive rule {rates['0']['naive']:.1%}")
-    print(f"promotion rate (effect 2 sigma) = {power:.1%} (goal >= 80%: "
-          f"{'PASS' if power >= 0.80 else 'MISS'}); naive rule {rates['2 sigma']['naive']:.1%}")
+    print(f"promotion_rule: python {platform.python_version()}, {args.hypotheses} hypotheses per "
+          f"campaign, {args.campaigns} null and {args.power_campaigns} power / dev-only "
+          f"campaigns per behaviour, {len(SEEDS)} seeds, sd {SD}, {args.rule} at {args.level:g}, "
+          f"seed {args.seed}, {len(jobs)} campaigns, "
+          f"{sum(r['records'] for r in results):,} records, {elapsed:.0f} s")
+    print(f"{'behaviour':<19} | {'null: any false':>15} | {'power':>6} | {'FDP':>5} | "
+          f"{'dev-only':>8} | refusals met, by research rule (each recorded) or unrecorded")
+    print("-" * 110)
+    verdicts = []
+    for behaviour in behaviours:
+        mine = [r for r in results if r["behaviour"] == behaviour]
+        null = [r for r in mine if r["scenario"] == "null"]
+        power = [r for r in mine if r["scenario"] == "power"]
+        devonly = [r for r in mine if r["scenario"] == "dev-only"]
+        any_false = sum(r["false"] > 0 for r in null) / max(1, len(null))
+        hit = sum(r["real_promoted"] for r in power) / max(1, sum(r["real"] for r in power))
+        fdp = statistics.fmean(r["false"] / max(1, r["promoted"]) for r in power) if power else 0
+        dev_only = (sum(r["real_promoted"] for r in devonly)
+                    / max(1, sum(r["real"] for r in devonly)))
+        refusals: Counter[str] = Counter()
+        for r in mine:
+            refusals.update(r["refusals"])
+        shown = ", ".join(f"{k} {v}" for k, v in sorted(refusals.items())) or "-"
+        print(f"{behaviour:<19} | {any_false:>15.1%} | {hit:>6.1%} | {fdp:>5.1%} | "
+              f"{dev_only:>8.1%} | {shown}")
+        verdicts.append((behaviour, any_false <= 0.05, hit >= 0.80, dev_only <= 0.05))
+    print()
+    for behaviour, null_ok, power_ok, dev_ok in verdicts:
+        marks = [("null <= 5%", null_ok), ("power >= 80%", power_ok), ("dev-only <= 5%", dev_ok)]
+        print(f"{behaviour:<19} " + "; ".join(f"{name}: {'PASS' if ok else 'MISS'}"
+                                               for name, ok in marks))
 
 
 if __name__ == "__main__":
