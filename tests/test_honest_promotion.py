@@ -15,6 +15,7 @@ import pytest
 from helpers import head_seq, run_loopx
 from lanes_support import campaign
 
+from loopx.agents import register_agent
 from loopx.checks import Credentials
 from loopx.claims import complete, should_run
 from loopx.contracts import amend_contract
@@ -194,7 +195,17 @@ def test_every_scored_attempt_counts_toward_the_limit() -> None:
     assert (current.state, current.next_action) == ("needs_retry", "retry_attempt")
     assert [c["hypothesis_id"] for c in candidates(view(r))["retry"]] == ["h1"]
     assert current.retry is not None and current.retry["attempts_left"] == 1
-    r.run("h1", "dev", FLAT)
+    # A second executor claims a todo for h1 while the last attempt is still free ...
+    r.agents["ex2"] = Credentials("ex2", register_agent(r.ledger, r.owner, "ex2",
+                                                        "research_executor")[1])
+    add_todos(r.ledger, r.agents["ev"], [{"todo_id": "early", "title": "t",
+                                          "role": "research_executor",
+                                          "action_kind": "run_dev_eval", "assigned_to": "ex2",
+                                          "hypothesis_id": "h1"}])
+    got = should_run(r.ledger, "ex2", claim=True, creds=r.agents["ex2"])
+    early = (got["todo"]["todo_id"], got["todo"]["epoch"])
+    assert early[0] == "early"
+    r.run("h1", "dev", FLAT)  # ... the last attempt is used meanwhile
     r.judge("h1", "dev")
     current = row(view(r), "h1")
     assert current.retry is None and candidates(view(r))["retry"] == []
@@ -202,7 +213,12 @@ def test_every_scored_attempt_counts_toward_the_limit() -> None:
     assert current.retirement is not None
     assert current.retirement["reasons"] == ["no_effect_found"]
     assert current.retirement["why"]["no_effect_found"].startswith("2 of 2 attempt(s) used")
-    # A todo for a third attempt is moot: not handed out, and its claim refused ...
+    # ... and its third run, under the todo it still holds, is refused and recorded.
+    record = recorded(r, lambda: append_packet(r.ledger, r.agents["ex2"],
+                                               packet("h1", "dev", GOOD), under=early),
+                      "attempts_exhausted", "used its 2 attempt.s. under plan version 1")
+    assert record["payload"]["detail"] == {"attempts": 2, "limit": 2}
+    # A todo for a third attempt is moot: not handed out, and its claim refused.
     add_todos(r.ledger, r.agents["ev"], [{"todo_id": "third", "title": "t",
                                           "role": "research_executor",
                                           "action_kind": "run_dev_eval", "assigned_to": "ex",
@@ -213,17 +229,6 @@ def test_every_scored_attempt_counts_toward_the_limit() -> None:
             "hypothesis_id": "h1", "capability_token": "research_executor",
             "lease_ttl_seconds": 900.0, "via": "explicit"}}, creds=r.agents["ex"],
             kind="auto_research_lane_claim_v1")
-    # ... and an executor that runs once more anyway, under a todo that names no hypothesis,
-    # is refused, and the refusal recorded.
-    add_todos(r.ledger, r.agents["ev"], [{"todo_id": "anything", "title": "t",
-                                          "role": "research_executor",
-                                          "action_kind": "run_dev_eval", "assigned_to": "ex"}])
-    got = should_run(r.ledger, "ex", claim=True, creds=r.agents["ex"])
-    under = (got["todo"]["todo_id"], got["todo"]["epoch"])
-    record = recorded(r, lambda: append_packet(r.ledger, r.agents["ex"],
-                                               packet("h1", "dev", GOOD), under=under),
-                      "attempts_exhausted", "used its 2 attempt.s. under plan version 1")
-    assert record["payload"]["detail"] == {"attempts": 2, "limit": 2}
     decide(r.ledger, r.agents["ev"], "h1", "retired", reason="no_effect_found")
     assert row(view(r), "h1").state == "retired"
 
