@@ -12,7 +12,7 @@ from pathlib import Path
 
 from loopx.fold import State
 from loopx.store.base import Cursor, Store
-from loopx.store.file import fsync_dir
+from loopx.store.fs import fsync_dir
 
 CHECKPOINT_FORMAT = 1
 
@@ -53,11 +53,16 @@ def save_checkpoint(path: Path, state: State, version: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o644)
     try:
-        view = memoryview(body)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            view = memoryview(body)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        # A full disk must not leave a partial temp file behind to fill it further.
+        tmp.unlink(missing_ok=True)
+        raise
     fsync_dir(path.parent)

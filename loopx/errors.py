@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno as errno_module
+import os
 from dataclasses import dataclass
 
 
@@ -174,6 +176,73 @@ class NotFound(LoopxError):
 
     exit_code = 6
     code = "not_found"
+
+
+class StorageError(LoopxError):
+    """The filesystem refused what loopx needed to do: read-only, full, or not permitted.
+
+    Carries the path and the errno's name (``EROFS``, ``ENOSPC``, ``EACCES``, ...), and a hint
+    fitting that errno; the message says what was (not) written.
+    """
+
+    exit_code = 11
+    code = "storage"
+
+    def __init__(self, message: str, *, path: str | None, errno_name: str,
+                 hint: str | None = None, outcome: str = "") -> None:
+        super().__init__(f"{message}; {outcome}" if outcome else message, hint=hint)
+        self.path = path
+        self.errno_name = errno_name
+        self.problem = message
+        self.outcome = outcome
+
+    def with_outcome(self, outcome: str) -> StorageError:
+        """The same error, telling what became of the request as ``outcome`` instead."""
+        return StorageError(self.problem, path=self.path, errno_name=self.errno_name,
+                            hint=self.hint, outcome=outcome)
+
+    def to_json(self) -> dict[str, object]:
+        out = super().to_json()
+        out.update(path=self.path, errno=self.errno_name)
+        return out
+
+    @classmethod
+    def from_os(cls, exc: OSError, doing: str, *, path: str | os.PathLike[str] | None = None,
+                outcome: str = "") -> StorageError:
+        """Describe ``exc``, raised while trying ``doing`` (``"write to"``) ``path``.
+
+        ``outcome`` says what happened to the user's request (``"nothing was written"``); it
+        ends the message, so a caller that cannot know leaves it out.
+        """
+        where = os.fspath(path) if path is not None else exc.filename
+        where = os.fsdecode(where) if where is not None else None
+        name = errno_module.errorcode.get(exc.errno or 0, "EUNKNOWN")
+        reason = exc.strerror or str(exc)
+        message = f"cannot {doing} {where}: {reason} ({name})" if where else \
+            f"cannot {doing}: {reason} ({name})"
+        return cls(message, path=where, errno_name=name, hint=_storage_hint(exc.errno, where),
+                   outcome=outcome)
+
+
+def _storage_hint(code: int | None, path: str | None) -> str:
+    """What a user can do about one errno."""
+    if code == errno_module.EROFS:
+        return ("the filesystem is mounted read-only: remount it read-write, or use a writable "
+                "location (commands that only read the workspace still work)")
+    if code in (errno_module.ENOSPC, errno_module.EDQUOT):
+        return "the disk (or your quota) is full: free some space, then run the command again"
+    if code in (errno_module.EACCES, errno_module.EPERM):
+        owner = ""
+        for candidate in (path, os.path.dirname(path)) if path else ():
+            try:
+                st = os.stat(candidate)
+            except OSError:
+                continue
+            owner = f" ({candidate} is owned by uid {st.st_uid}, mode {st.st_mode & 0o7777:o})"
+            break
+        return (f"check the owner and permissions of the workspace{owner}; this process runs "
+                f"as uid {os.geteuid()}")
+    return "check the disk and the system log (dmesg); then run the command again"
 
 
 class RedactionBlocked(LoopxError):

@@ -109,7 +109,8 @@ def scope_problems(write_scope: Mapping[str, list[str]]) -> list[str]:
     """Why a profile's write scope is malformed (unknown kind or action, owner-only kind)."""
     problems = []
     for kind, actions in write_scope.items():
-        if kind not in KIND_ACTIONS or kind in ("workspace_v0", "store_repair_v0", *EVERYONE):
+        if kind not in KIND_ACTIONS or kind in ("workspace_v0", "store_repair_v0", "store_clock_v0",
+                                                *EVERYONE):
             problems.append(f"write_scope: unknown or system kind {kind!r}")
         elif kind in OWNER_ONLY:
             problems.append(f"write_scope: {kind} is written only by the owner")

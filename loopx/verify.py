@@ -2,7 +2,8 @@
 
 Checks every stored line equals its canonical serialization, the hash chain and sequence are
 unbroken, batches are whole, timestamps never go back, each record matches its schema, record
-ids are unique, and the workspace rules hold (the genesis record first and only first, one goal).
+ids are unique, and the workspace rules hold (the genesis record first and only first, one goal);
+and that every repair record's quarantine file holds exactly the torn bytes it describes.
 It cannot see a tail cut off at a record boundary unless given an anchor (``--expect SEQ:HASH``).
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from loopx.canonical import GENESIS_HASH, JSONInputError, dumps, loads_strict, record_hash
 from loopx.errors import LoopxError
@@ -61,6 +62,17 @@ class VerifyReport:
         }
 
 
+@runtime_checkable
+class Quarantine(Protocol):
+    """Where a store keeps torn tails (the file store's ``quarantine/``)."""
+
+    def read_quarantine(self, name: str) -> bytes | None:
+        """The bytes of quarantine file ``name``, or None if there is none."""
+
+    def quarantine_names(self) -> list[str]:
+        """The names of the quarantine files there are."""
+
+
 class _Bad(Exception):
     def __init__(self, seq: int, where: str, problem: str) -> None:
         self.seq, self.where, self.problem = seq, where, problem
@@ -70,17 +82,25 @@ def verify_store(store: Store, anchor: Anchor | None = None, *,
                  workspace_rules: bool = True) -> VerifyReport:
     """Verify a store's whole log; never raises for a bad log, reports it instead.
 
-    ``workspace_rules=False`` checks only the chain and schemas (for a bare store).
+    ``workspace_rules=False`` checks only the chain and schemas (for a bare store). A store
+    that keeps torn tails has each quarantine file checked against its repair record.
+
+    Raises:
+        StorageError: a segment could not be read (permissions, a disk error).
     """
-    return verify_segments(store.raw_segments(), anchor, workspace_rules=workspace_rules)
+    kept = store if isinstance(store, Quarantine) else None
+    return verify_segments(store.raw_segments(), anchor, workspace_rules=workspace_rules,
+                           quarantine=kept)
 
 
 def verify_segments(segments: Iterable[tuple[str, int | None, bytes]],
                     anchor: Anchor | None = None, *,
-                    workspace_rules: bool = True) -> VerifyReport:
-    """Verify segments given as (name, first seq or None, bytes), in log order."""
+                    workspace_rules: bool = True,
+                    quarantine: Quarantine | None = None) -> VerifyReport:
+    """Verify segments given as (name, first seq or None, bytes), in log order; with
+    ``quarantine``, also that every repair record's quarantine file holds the bytes it names."""
     report = VerifyReport()
-    checker = _Checker(anchor.seq if anchor else None, workspace_rules)
+    checker = _Checker(anchor.seq if anchor else None, workspace_rules, quarantine)
     try:
         parts = list(segments)
         for index, (name, first, data) in enumerate(parts):
@@ -91,6 +111,12 @@ def verify_segments(segments: Iterable[tuple[str, int | None, bytes]],
                            f"segment starts at seq {first} but seq {checker.expected} is next:"
                            " records are missing or reordered")
             checker.segment(name, data, last, report)
+        if quarantine is not None:
+            for kept_name in sorted(set(quarantine.quarantine_names()) - checker.repaired):
+                report.notes.append(
+                    f"quarantine/{kept_name} has no store_repair_v0 record: a writer moved a torn "
+                    "tail aside and stopped (or failed) before committing its record; those "
+                    "bytes were never committed")
         if anchor is not None:
             report.anchor = {"seq": anchor.seq, "hash": anchor.hash, "ok": False}
             if checker.head_seq < anchor.seq:
@@ -111,8 +137,11 @@ def verify_segments(segments: Iterable[tuple[str, int | None, bytes]],
 class _Checker:
     """Carries the chain state from line to line and segment to segment."""
 
-    def __init__(self, anchor_seq: int | None, workspace_rules: bool) -> None:
+    def __init__(self, anchor_seq: int | None, workspace_rules: bool,
+                 quarantine: Quarantine | None = None) -> None:
         self.workspace_rules = workspace_rules
+        self.quarantine = quarantine
+        self.repaired: set[str] = set()  # quarantine files a repair record vouches for
         self.expected = 1
         self.prev = GENESIS_HASH
         self.head_seq, self.head_hash = 0, GENESIS_HASH
@@ -169,6 +198,8 @@ class _Checker:
             raise _Bad(seq, where, "does not match its schema: "
                        + "; ".join(str(p) for p in problems))
         self._rules(record, seq, where)
+        if self.quarantine is not None and record["schema_version"] == "store_repair_v0":
+            self._kept(record["payload"], seq)
         self.prev = record["hash"]
         if seq == self.anchor_seq:
             self.anchor_hash = record["hash"]
@@ -181,6 +212,16 @@ class _Checker:
             self.open_batch = None
             self.head_seq, self.head_hash = seq, record["hash"]
             self.heads[seq] = bytes.fromhex(record["hash"])
+
+    def _kept(self, payload: dict[str, Any], seq: int) -> None:
+        """A repair record vouches that its quarantine file holds exactly the torn bytes."""
+        from loopx.store.quarantine import mismatch
+
+        assert self.quarantine is not None
+        problem = mismatch(payload, self.quarantine.read_quarantine)
+        if problem is not None:
+            raise _Bad(seq, payload["quarantine_file"], f"store_repair_v0 {problem}")
+        self.repaired.add(payload["quarantine_file"].removeprefix("quarantine/"))
 
     def _rules(self, record: dict[str, Any], seq: int, where: str) -> None:
         end = record["batch_end"]
@@ -223,7 +264,7 @@ class _Checker:
 # Records that pin a snapshot of the log (head seq and hash) they were rendered from.
 PINNING = frozenset({"publication_v0", "publication_preview_v0"})
 # Kinds loopx itself writes outside the checked path: the genesis record and torn-tail repairs.
-_UNCHECKED = frozenset({"workspace_v0", "store_repair_v0"})
+_UNCHECKED = frozenset({"workspace_v0", "store_repair_v0", "store_clock_v0"})
 
 
 class _WriteChecks:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import stat
 import sys
 from dataclasses import dataclass
@@ -17,11 +18,12 @@ from typing import Any
 
 from loopx import __version__
 from loopx.checks import Credentials, Identity
-from loopx.errors import FieldProblem, RecordRejected, WorkspaceError
+from loopx.errors import FieldProblem, RecordRejected, StorageError, WorkspaceError
 from loopx.lane_state import LaneState
 from loopx.ledger import Ledger
 from loopx.profiles import packaged_profiles, parse_profile
-from loopx.store.file import FileStore, fsync_dir
+from loopx.store.file import FileStore
+from loopx.store.fs import fsync_dir
 from loopx.tokens import new_token, token_digest
 
 WORKSPACE_DIR = ".loopx"
@@ -135,18 +137,44 @@ def init_workspace(root: Path, goal_id: str) -> tuple[Workspace, str]:
     Raises:
         WorkspaceError: a workspace (or a half-made one) is already there.
         RecordRejected: the goal id is not a valid identifier.
+        StorageError: the directory is read-only, full or not ours; what init had made is
+            removed again, so it can simply be run again.
     """
     _check_goal_id(goal_id)
     root = root.resolve()
     if root.name == WORKSPACE_DIR:
         root = root.parent
     wdir = root / WORKSPACE_DIR
-    if (wdir / "workspace.json").exists():
-        raise WorkspaceError(f"{root} already holds a loopx workspace")
-    if wdir.exists() and any(wdir.iterdir()):
-        raise WorkspaceError(
-            f"{wdir} exists but is not a complete workspace (an earlier init stopped early?)",
-            hint="remove that directory and run `loopx init` again")
+    try:
+        if (wdir / "workspace.json").exists():
+            raise WorkspaceError(f"{root} already holds a loopx workspace")
+        existed = wdir.exists()
+        if existed and any(wdir.iterdir()):
+            raise WorkspaceError(
+                f"{wdir} exists but is not a complete workspace (an earlier init stopped early?)",
+                hint="remove that directory and run `loopx init` again")
+    except OSError as exc:
+        raise StorageError.from_os(exc, "look at", path=wdir, outcome=NOTHING_CREATED) from None
+    try:
+        workspace, token = _create(root, goal_id)
+    except OSError as exc:
+        raise StorageError.from_os(exc, "write", path=exc.filename or root,
+                                   outcome=_undo_init(wdir, existed)) from None
+    except StorageError as exc:  # the store's own, from writing the first records
+        raise exc.with_outcome(_undo_init(wdir, existed)) from None
+    try:
+        write_agents_section(root)
+    except OSError as exc:  # a convenience for agents; the workspace itself is complete
+        print(f"loopx: {root / AGENTS_FILE} not written: {exc}", file=sys.stderr)
+    return workspace, token
+
+
+NOTHING_CREATED = "no workspace was created"
+
+
+def _create(root: Path, goal_id: str) -> tuple[Workspace, str]:
+    """The part of init that writes: the log, its genesis, profiles, and the marker files."""
+    wdir = root / WORKSPACE_DIR
     root.mkdir(parents=True, exist_ok=True)
     workspace = Workspace(root)
     store = workspace.store()
@@ -156,13 +184,27 @@ def init_workspace(root: Path, goal_id: str) -> tuple[Workspace, str]:
     _copy_lanes(wdir / "lanes")
     _write_atomic(wdir / ".gitignore",
                   "# loopx workspace state is not versioned with the project\n*\n")
+    # Written last: a .loopx/ without it is an init that stopped early.
     _write_atomic(wdir / "workspace.json",
                   json.dumps({"format_version": FORMAT_VERSION, "store": "file"}, indent=2) + "\n")
-    try:
-        write_agents_section(root)
-    except OSError as exc:  # a convenience for agents; the workspace itself is complete
-        print(f"loopx: {root / AGENTS_FILE} not written: {exc}", file=sys.stderr)
     return workspace, token
+
+
+def _undo_init(wdir: Path, existed: bool) -> str:
+    """Remove what a failed init made in ``wdir`` (empty, or absent, when it began), so init
+    can simply run again; returns what the user should know about it."""
+    try:
+        if existed:
+            for child in wdir.iterdir():
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child)
+                else:
+                    child.unlink()
+        elif wdir.exists():
+            shutil.rmtree(wdir)
+    except OSError:
+        return f"remove {wdir} before running `loopx init` again"
+    return NOTHING_CREATED
 
 
 def bootstrap_log(ledger: Ledger, goal_id: str) -> str:

@@ -1,4 +1,5 @@
-"""A writer killed with SIGKILL at random moments never loses an acknowledged record."""
+"""A writer killed with SIGKILL at random moments never loses an acknowledged record, and a
+repairer killed mid-repair never leaves a repair record its quarantine file does not match."""
 
 from __future__ import annotations
 
@@ -8,6 +9,18 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+from faults_support import (
+    assert_repairs_kept,
+    kill_at,
+    leave_torn_tail,
+    quarantine_files,
+    records,
+    register,
+    repairs,
+    torn_tail,
+    verify_ok,
+)
 from helpers import Acks, new_writer, release, start_writer
 
 from loopx.verify import verify_store
@@ -54,9 +67,50 @@ def test_sigkill_at_random_moments(tmp_path: Path) -> None:
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0 and len(Acks.parse(out).batches) == 1
     store = find_workspace(tmp_path).store()
-    kinds = [r["schema_version"] for r, _ in store.read()]
-    quarantined = list((store.dir / "quarantine").iterdir())
-    assert kinds.count("store_repair_v0") == len(quarantined)
+    # Every repair record's quarantine file holds exactly the bytes it describes (verify checks
+    # it too); a torn tail kept by a victim killed before its commit is only noted.
+    assert_repairs_kept(tmp_path)
+    assert {f"quarantine/{name}" for name in quarantine_files(tmp_path)} >= {
+        p["quarantine_file"] for p in repairs(tmp_path)}
     report = verify_store(store)
-    assert report.ok and report.notes == []
+    assert report.ok and all("has no store_repair_v0 record" in n for n in report.notes)
     assert len(acked) > 0
+
+
+# Each moment of a repair a repairer can die at: with its temporary quarantine file created but
+# empty, with the filled file renamed into place, and with the segment already cut.
+REPAIR_POINTS = ["quarantine-created", "quarantine-renamed", "repair-truncated"]
+
+
+@pytest.mark.parametrize("point", REPAIR_POINTS)
+def test_sigkill_mid_repair_never_leaves_a_false_repair_record(tmp_path: Path,
+                                                               point: str) -> None:
+    _, owner_token = init_workspace(tmp_path, "crash-repair")
+    assert register(tmp_path, owner_token, "before").returncode == 0
+    acked = {r["seq"]: r["record_id"] for r in records(tmp_path)}
+    name, torn = leave_torn_tail(tmp_path, owner_token)  # a writer SIGKILLed mid-write()
+
+    # The next writer starts the repair and is SIGKILLed at its worst moment.
+    kill_at(tmp_path, f"pause:{point}", "agent", "register", "--agent-id", "repairer",
+            "--role", "research_executor", token=owner_token)
+
+    done = register(tmp_path, owner_token, "after")
+    assert done.returncode == 0, done.stderr
+    log = records(tmp_path)
+    assert {r["seq"]: r["record_id"] for r in log if r["seq"] in acked} == acked
+    assert [r["payload"]["agent_id"] for r in log if r["schema_version"] == "agent_grant_v0"
+            ] == ["before", "after"]
+    assert torn_tail(tmp_path) == b""
+    # Whoever committed the repair record, its quarantine file holds the torn bytes exactly.
+    assert quarantine_files(tmp_path) == [name]
+    assert (tmp_path / ".loopx" / "quarantine" / name).read_bytes() == torn
+    assert_repairs_kept(tmp_path)
+    report = verify_ok(tmp_path)
+    if point == "repair-truncated":
+        # The dead repairer had cut the tail but not committed its record: the bytes are kept,
+        # and verify says so.
+        assert repairs(tmp_path) == []
+        assert len(report["notes"]) == 1 and name in report["notes"][0]
+    else:
+        assert [p["quarantine_file"] for p in repairs(tmp_path)] == [f"quarantine/{name}"]
+        assert report["notes"] == []

@@ -10,7 +10,7 @@ import pytest
 from loopx.canonical import dumps, sha256_hex
 from loopx.errors import IntegrityError, NotFound, RecordRejected
 from loopx.store import FileStore
-from loopx.store.file import segment_name
+from loopx.store.lines import segment_name
 from loopx.testing.lanes import executor_writer
 from loopx.testing.store_conformance import unsealed
 from loopx.verify import VerifyReport

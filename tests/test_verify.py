@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from faults_support import leave_torn_tail, records, register, repairs
 
 from loopx.cli import cli
 from loopx.ledger import Ledger
@@ -160,3 +161,50 @@ def test_verify_reports_a_pending_tail_without_failing(tmp_path: Path) -> None:
         f.write(b'{"half a rec')
     report = verify_store(FileStore(store.dir))
     assert report.ok and report.notes and "torn tail" in report.notes[0]
+
+
+def repaired(tmp_path: Path) -> tuple[Path, dict[str, object]]:
+    """A workspace whose log holds one repair (of a writer killed mid-write); returns the
+    quarantine file and the repair record's payload."""
+    _, owner_token = init_workspace(tmp_path, "repaired")
+    name, _ = leave_torn_tail(tmp_path, owner_token)
+    assert register(tmp_path, owner_token, "next").returncode == 0
+    [payload] = repairs(tmp_path)
+    assert payload["quarantine_file"] == f"quarantine/{name}"
+    return tmp_path / ".loopx" / "quarantine" / name, payload
+
+
+@pytest.mark.parametrize(("damage", "words"), [
+    (lambda f: f.write_bytes(f.read_bytes()[:-1]), "not kept"),
+    (lambda f: f.write_bytes(b""), "holds 0 bytes"),
+    (lambda f: f.write_bytes(f.read_bytes().replace(b"{", b"[", 1)), "not kept"),
+    (lambda f: f.unlink(), "is missing"),
+])
+def test_a_quarantine_file_that_does_not_match_its_repair_record_fails(
+        tmp_path: Path, damage: Callable[[Path], object], words: str) -> None:
+    kept, payload = repaired(tmp_path)
+    seq = next(r["seq"] for r in records(tmp_path) if r["schema_version"] == "store_repair_v0")
+    assert verify_store(FileStore(tmp_path / ".loopx")).ok
+    damage(kept)
+
+    report = verify_store(FileStore(tmp_path / ".loopx"))
+    assert not report.ok and report.first_bad_seq == seq
+    assert report.where == payload["quarantine_file"] and words in (report.problem or "")
+
+    result = CliRunner().invoke(cli, ["-C", str(tmp_path), "verify"])
+    assert result.exit_code == 5
+    assert f"first bad seq {seq} ({payload['quarantine_file']}): store_repair_v0" in result.stderr
+    as_json = CliRunner().invoke(cli, ["-C", str(tmp_path), "verify", "--json"])
+    assert as_json.exit_code == 5
+    assert json.loads(as_json.stdout)["where"] == payload["quarantine_file"]
+
+
+def test_a_quarantine_file_without_a_repair_record_is_a_note(tmp_path: Path) -> None:
+    kept, _ = repaired(tmp_path)
+    stray = kept.with_name("000000000001.jsonl.77.0123456789abcdef.torn")
+    stray.write_bytes(b"bytes moved aside by a repairer that died before committing")
+    (kept.parent / f".{stray.name}.tmp").write_bytes(b"")  # a copy in progress is not listed
+    report = verify_store(FileStore(tmp_path / ".loopx"))
+    assert report.ok
+    [note] = report.notes
+    assert note.startswith(f"quarantine/{stray.name} has no store_repair_v0 record: ")

@@ -8,6 +8,8 @@ a cold start stays cheap.
 
 from __future__ import annotations
 
+import errno
+import functools
 import json
 import os
 import sys
@@ -30,8 +32,9 @@ ENV_TOKEN = "LOOPX_TOKEN"
 COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(("init", "append", "log", "show", "verify", "schemas", "migrate"), "kernel"),
     **dict.fromkeys(("agent", "todo", "quota", "status", "lanes"), "lanes"),
-    **dict.fromkeys(("contract", "propose", "approve", "reject", "can-execute", "action",
-                     "approvals", "usage", "finding", "campaign"), "governance"),
+    "contract": "contract",
+    **dict.fromkeys(("propose", "approve", "reject", "can-execute", "action", "approvals",
+                     "usage", "finding", "campaign"), "governance"),
     **dict.fromkeys(("hypothesis", "evidence", "novelty", "gate", "decide", "graph", "frontier",
                      "candidates"), "research"),
     **dict.fromkeys(("story", "board", "preview"), "narrator"),
@@ -59,18 +62,36 @@ class LoopxGroup(click.Group):
         try:
             return super().invoke(ctx)
         except LoopxError as exc:
-            if ctx.meta.get(JSON_META):
-                click.echo(json.dumps(exc.to_json(), sort_keys=True))
-            else:
-                click.echo(f"loopx: {exc.message}", err=True)
-                if exc.hint:
-                    click.echo(f"hint: {exc.hint}", err=True)
-            ctx.exit(exc.exit_code)
+            fail(ctx, exc)
         except BrokenPipeError:
             # `loopx log | head` closes the pipe early; that is not an error.
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             ctx.exit(0)
+        except OSError as exc:
+            # A file a command writes outside the store (--out, a token file) on a read-only,
+            # full or foreign disk: the user's to fix, so no traceback. Other errnos are bugs.
+            if exc.errno not in ENVIRONMENT_ERRNOS:
+                raise
+            from loopx.errors import StorageError
+
+            fail(ctx, StorageError.from_os(exc, "access"))
+
+
+# Errnos that describe the user's disk or permissions, not a loopx bug.
+ENVIRONMENT_ERRNOS = frozenset({errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EACCES,
+                                errno.EPERM, errno.EIO, errno.EFBIG})
+
+
+def fail(ctx: click.Context, exc: LoopxError) -> None:
+    """Print a loopx error (a JSON error object with ``--json``) and exit with its code."""
+    if ctx.meta.get(JSON_META):
+        click.echo(json.dumps(exc.to_json(), sort_keys=True))
+    else:
+        click.echo(f"loopx: {exc.message}", err=True)
+        if exc.hint:
+            click.echo(f"hint: {exc.hint}", err=True)
+    ctx.exit(exc.exit_code)
 
 
 def _remember_json(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
@@ -167,6 +188,65 @@ agent_option = click.option(
 optional_agent_option = click.option(
     "--agent-id", envvar="LOOPX_AGENT_ID", metavar="ID",
     help="The acting agent (env LOOPX_AGENT_ID); not needed with --dry-run.")
+
+
+@functools.cache
+def packaged_roles() -> tuple[str, ...]:
+    """The roles whose profiles ship with loopx (``lanes/*.toml``), sorted."""
+    from importlib import resources
+
+    return tuple(sorted(entry.name[:-len(".toml")]
+                        for entry in resources.files("loopx.lanes").iterdir()
+                        if entry.name.endswith(".toml")))
+
+
+class RoleChoice(click.Choice):
+    """A role: one of the packaged roles (listed in ``--help`` and offered by shell completion),
+    or a role the workspace added with ``loopx lanes apply`` (looked up only for other names)."""
+
+    name = "role"
+
+    def __init__(self) -> None:
+        # The choices are read lazily: defining a command must not touch the package data.
+        self.case_sensitive = True
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return packaged_roles()
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        if value in self.choices:
+            return value
+        recorded = _workspace_roles(ctx)
+        if value in recorded:
+            return value
+        known = sorted(set(self.choices) | set(recorded))
+        self.fail(f"{value!r} is not a role; roles: {', '.join(known)}", param, ctx)
+
+
+def _workspace_roles(ctx: click.Context | None) -> list[str]:
+    """The roles recorded in the workspace's log (none outside a workspace)."""
+    from loopx.workspace import find_workspace
+
+    root = ctx.find_root() if ctx is not None else None
+    where = (root.obj or {}).get("workspace") if root is not None else None
+    try:
+        ledger = find_workspace(where).ledger()
+    except LoopxError:
+        return []
+    try:
+        return sorted(ledger.state()["lanes"]["profiles"])
+    except LoopxError:
+        return []
+    finally:
+        ledger.store.close()
+
+
+def role_option(help_text: str, *, required: bool = False) -> Callable[[Any], Any]:
+    """``--role ROLE``, its choices listed in ``--help`` and completed by the shell."""
+    return click.option("--role", type=RoleChoice(), required=required,
+                        help=f"{help_text} (Or a role added with `loopx lanes apply`.)")
 
 
 def json_arg(text: str | None, path: Path | None, what: str) -> Any:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from loopx.errors import Refused, UsageProblem
+from loopx.errors import Refused, StorageError, UsageProblem
 from loopx.narrator import redaction
 from loopx.narrator.first_screen import NEUTRAL, Choice, choose, current_screen, screen_sha256
 from loopx.narrator.state import published_screen
@@ -108,7 +108,8 @@ def publish(ledger: Ledger, creds: Credentials, surface: str, fmt: str, out: Pat
     """Render, append the ``publication_v0`` pinning it, then move the file into place.
 
     Raises:
-        RedactionBlocked, Refused, Forbidden, UsageProblem: nothing written.
+        RedactionBlocked, Refused, Forbidden, UsageProblem: nothing written; StorageError:
+        the output could not be written (or, after the record, moved into place).
     """
     rendered = render(ledger, surface, fmt, workspace_root=workspace_root)
     out = Path(out)
@@ -131,18 +132,32 @@ def publish(ledger: Ledger, creds: Credentials, surface: str, fmt: str, out: Pat
         payload["held_back_sha256"] = screen_sha256(choice.held_back)
     if rendered.head_seq < 1:
         raise Refused("the log is empty: there is nothing to publish")
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    except OSError as exc:
+        raise StorageError.from_os(exc, "write", path=out,
+                                   outcome="nothing was published") from None
+    try:
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError as exc:
+            raise StorageError.from_os(exc, "write", path=out,
+                                       outcome="nothing was published") from None
 
         def plan(view: LaneState, who: Identity, now: str) -> list[Record]:
             return ledger.prepare({"schema_version": "publication_v0", "payload": payload}, who)
 
         [record] = ledger.write(creds, plan)
-        os.replace(tmp, out)
+        try:
+            os.replace(tmp, out)
+        except OSError as exc:
+            raise StorageError.from_os(
+                exc, "move the output into place at", path=out,
+                outcome=f"the publication was recorded at seq {record['seq']} but the file is "
+                        "not there: publish again") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

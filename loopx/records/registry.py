@@ -27,7 +27,7 @@ from loopx.records.lanes import AgentGrantV0, AgentRevocationV0, LaneProfileV0
 from loopx.records.narrator import PublicationPreviewV0, PublicationV0
 from loopx.records.research import GateResultV0, NoveltyAuditV0, ResearchRefusalV0
 from loopx.records.rollout import RolloutEventV0
-from loopx.records.system import StoreRepairV0, WorkspaceV0
+from loopx.records.system import StoreClockV0, StoreRepairV0, WorkspaceV0
 from loopx.records.todo import AutoResearchLaneClaimV1, TodoEventV0, TodoItemV0
 from loopx.records.types import Model
 from loopx.tokens import token_problems
@@ -54,6 +54,8 @@ _SPECS = (
              "genesis record: goal, workspace format, owner token digest"),
     KindSpec("store_repair_v0", StoreRepairV0, "private", "observed", "store",
              "a torn tail moved to quarantine by the next lock holder"),
+    KindSpec("store_clock_v0", StoreClockV0, "private", "observed", "store",
+             "a writer's wall clock the store overruled, once per wrong clock"),
     KindSpec("research_contract_v0", ResearchContractV0, "public", "self_reported", "agents",
              "the research contract and its amendments", secrets_checked=True),
     KindSpec("research_hypothesis_v0", ResearchHypothesisV0, "public", "self_reported", "agents",

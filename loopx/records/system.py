@@ -1,4 +1,5 @@
-"""Kinds the store itself writes: the workspace genesis record and torn-tail repairs."""
+"""Kinds the store itself writes: the workspace genesis record, torn-tail repairs and wall
+clocks it overruled."""
 
 from __future__ import annotations
 
@@ -27,4 +28,16 @@ class StoreRepairV0(Model):
     sha256: Sha256
     complete_lines: Annotated[int, Field(ge=0)]
     quarantine_file: ShortText
+    reason: ShortText
+
+
+class StoreClockV0(Model):
+    """A wall clock the store overruled: it stood outside the envelope the host's monotonic
+    clock allows (``loopx.store.clock``), so the batch got the envelope's edge instead."""
+
+    wall: ShortText
+    assigned: ShortText
+    expected: ShortText
+    offset_seconds: float
+    bound_seconds: Annotated[float, Field(gt=0)]
     reason: ShortText

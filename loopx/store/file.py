@@ -18,7 +18,13 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from loopx.canonical import now_ts, sha256_hex
-from loopx.errors import ConflictError, IntegrityError, LockTimeout, NotFound
+from loopx.errors import (
+    ConflictError,
+    IntegrityError,
+    LockTimeout,
+    NotFound,
+    StorageError,
+)
 from loopx.store.base import (
     MAX_BATCH_BYTES,
     MAX_RECORD_BYTES,
@@ -28,29 +34,29 @@ from loopx.store.base import (
     Encoded,
     Record,
     Store,
-    batch_ts,
     encode,
     seal,
+)
+from loopx.store.clock import AnchorFile, clock_record, host_monotonic, skew_setting, stamp
+from loopx.store.fs import fault, fsync_dir, write_all
+from loopx.store.lines import (
+    batch_is_whole,
+    checked_line,
+    last_batch_end,
+    parsed_line,
+    segment_name,
+)
+from loopx.store.quarantine import (
+    keep,
+    kept,
+    kept_names,
+    quarantine_name,
+    repair_record,
 )
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 READ_CHUNK = 1024 * 1024
 TAIL_WINDOW = 2 * MAX_BATCH_BYTES + 2 * MAX_RECORD_BYTES
-STORE_AGENT = "loopx-store"
-
-
-def segment_name(first_seq: int) -> str:
-    """File name of the segment whose first record has ``first_seq``."""
-    return f"{first_seq:012d}.jsonl"
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a directory entry (a new file or a rename) durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class FileStore(Store):
@@ -73,6 +79,24 @@ class FileStore(Store):
         self._cursor = Cursor()
         self._fd: int | None = None
         self._fd_segment: int | None = None
+        self._anchor = AnchorFile(self.dir / "clock")
+        self._skew_bound: float | None = None
+
+    def now(self) -> str:
+        """The time an append made now would get, before the never-go-back rule: the wall
+        clock, held inside the host's monotonic envelope (:mod:`loopx.store.clock`)."""
+        return stamp(self._anchor.read(), None, self._clock(), host_monotonic(),
+                     self.skew_bound()).ts
+
+    def skew_bound(self) -> float:
+        """The workspace's ``max_clock_skew_seconds`` (``.loopx/workspace.json``), else 60.
+
+        Raises:
+            WorkspaceError: the setting is there but not a positive number.
+        """
+        if self._skew_bound is None:
+            self._skew_bound = skew_setting(self.dir / "workspace.json")
+        return self._skew_bound
 
     # -- layout ---------------------------------------------------------------------------
 
@@ -96,8 +120,17 @@ class FileStore(Store):
         return sorted(int(n[:-6]) for n in names if n.endswith(".jsonl") and n[:-6].isdigit())
 
     def raw_segments(self) -> Iterator[tuple[str, int | None, bytes]]:
-        for first in self.segments():
-            yield segment_name(first), first, self.segment_path(first).read_bytes()
+        try:
+            firsts = self.segments()
+        except OSError as exc:
+            raise StorageError.from_os(exc, "read", path=self.log_dir) from None
+        for first in firsts:
+            path = self.segment_path(first)
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                raise StorageError.from_os(exc, "read", path=path) from None
+            yield segment_name(first), first, data
 
     def segment_path(self, first_seq: int) -> Path:
         """Path of a segment by its first sequence number."""
@@ -119,6 +152,9 @@ class FileStore(Store):
                 if attempt == 2:
                     raise
                 time.sleep(0.01)
+            except OSError as exc:
+                raise StorageError.from_os(exc, "read", path=exc.filename or self.log_dir) \
+                    from None
 
     def _scan(self, cursor: Cursor) -> Iterator[tuple[Record, Cursor]]:
         if cursor.position:
@@ -143,7 +179,7 @@ class FileStore(Store):
                     buf += chunk
                     start = 0
                     while (nl := buf.find(b"\n", start)) >= 0:
-                        record = _checked(buf[start:nl], seq + 1, prev, pending, seg, pos + start)
+                        record = checked_line(buf[start:nl], seq + 1, prev, pending, seg, pos + start)
                         pending.append((record, pos + start, pos + nl + 1))
                         seq, prev = record["seq"], record["hash"]
                         if seq == record["batch_end"]:
@@ -175,6 +211,9 @@ class FileStore(Store):
                     if attempt == 2:  # see read(): a repair may have raced this look
                         raise
                     time.sleep(0.01)
+                except OSError as exc:
+                    raise StorageError.from_os(exc, "read", path=exc.filename or self.log_dir) \
+                        from None
             raise AssertionError("unreachable")
 
     def _find_head(self) -> tuple[Cursor, int | None, int]:
@@ -224,7 +263,7 @@ class FileStore(Store):
             while True:
                 base = size - window
                 f.seek(base)
-                found = _last_batch_end(f.read(window), base, seg)
+                found = last_batch_end(f.read(window), base, seg)
                 if found is not None or base == 0:
                     return found
                 if window >= TAIL_WINDOW:
@@ -243,8 +282,8 @@ class FileStore(Store):
         data = self.segment_path(seg).read_bytes()
         offset = 0
         while (end := data.find(b"\n", offset)) >= 0:
-            record = _parsed(data[offset:end], seg, offset)
-            if record["seq"] == seq and _batch_is_whole(data, end + 1, record):
+            record = parsed_line(data[offset:end], seg, offset)
+            if record["seq"] == seq and batch_is_whole(data, end + 1, record):
                 return Cursor(seq, record["hash"], record["ts"], (seg, end + 1, offset))
             offset = end + 1
         raise NotFound(f"the log has no committed record with seq {seq}")
@@ -261,8 +300,8 @@ class FileStore(Store):
                 end = data.find(b"\n", at)
                 if end < 0:
                     break
-                record = _parsed(data[start:end], first, start)
-                if record.get("record_id") == record_id and _batch_is_whole(data, end + 1, record):
+                record = parsed_line(data[start:end], first, start)
+                if record.get("record_id") == record_id and batch_is_whole(data, end + 1, record):
                     return record
                 at = data.find(needle, end)
         raise NotFound(f"no record with id {record_id!r}")
@@ -292,6 +331,8 @@ class FileStore(Store):
 
     def append(self, batch: Sequence[Record | Encoded] | BatchBuilder, *,
                expect_seq: int | None = None) -> list[Record]:
+        """See :meth:`Store.append`; also raises StorageError when the filesystem refuses
+        (read-only, full, not permitted), with nothing acknowledged."""
         if not callable(batch):
             batch = [encode(record) for record in batch]  # serialize before taking the lock
         with self._mutex:
@@ -301,12 +342,24 @@ class FileStore(Store):
                 raise LockTimeout(
                     f"could not take the store lock {self._lock.lock_file} in time",
                     hint="another writer may be stuck; check for hung loopx processes") from None
+            except OSError as exc:
+                raise StorageError.from_os(exc, "take the store lock", path=self._lock.lock_file,
+                                           outcome="nothing was written") from None
             try:
                 fd, records, sealed = self._append_locked(batch, expect_seq)
+            except OSError as exc:
+                raise StorageError.from_os(exc, "write the log at", path=exc.filename or self.dir,
+                                           outcome="nothing was written") from None
             finally:
                 self._lock.release()
             if records and self.durable:
-                os.fdatasync(fd)
+                try:
+                    os.fdatasync(fd)
+                except OSError as exc:
+                    raise StorageError.from_os(
+                        exc, "sync", path=self.segment_path(self._cursor.position[0]),
+                        outcome="the batch was written but the disk did not confirm it, so it "
+                                "may be lost in a crash: check with `loopx log`") from None
             return sealed[: len(records)]
 
     def _append_locked(self, batch: Sequence[Record | Encoded] | BatchBuilder,
@@ -316,7 +369,9 @@ class FileStore(Store):
         if expect_seq is not None and head.seq != expect_seq:
             raise ConflictError(f"log is at seq {head.seq}, not the expected {expect_seq}",
                                 hint="re-read the log and retry")
-        now = batch_ts(head, self._clock())
+        stamped = stamp(self._anchor.read(), head.ts, self._clock(), host_monotonic(),
+                        self.skew_bound())
+        now = stamped.ts
         records = batch(head, now) if callable(batch) else batch
         if not records:
             return -1, records, []
@@ -329,7 +384,11 @@ class FileStore(Store):
         torn = b""
         if size > committed_end:
             torn = self._read_range(seg, committed_end, size)
-            batches.append([_repair_record(seg, committed_end, torn, records[0])])
+            first = records[0]
+            goal_id = (first.record if isinstance(first, Encoded) else first)["goal_id"]
+            batches.append([repair_record(segment_name(seg), committed_end, torn, goal_id)])
+        if stamped.flag is not None:
+            batches.append([clock_record(stamped.flag, records[0])])
         sealed = seal(batches, head, now)  # may refuse the batch: nothing touched yet
         if torn:
             self._quarantine(seg, fd, committed_end, torn)
@@ -338,7 +397,17 @@ class FileStore(Store):
             os.fsync(fd)  # the old segment is whole on disk before the next one exists
             seg, size = head.seq + 1, 0
             fd = self._open_segment(seg, create=True)
-        _write_all(fd, sealed.data)
+        try:
+            write_all(fd, sealed.data, "segment")
+        except OSError as exc:
+            self._take_back(fd, size)
+            raise StorageError.from_os(exc, "write to", path=self.segment_path(seg),
+                                       outcome="nothing was written") from None
+        if stamped.anchor is not None:
+            try:
+                self._anchor.write(stamped.anchor)
+            except OSError:
+                pass  # the anchor only guards the next append's clock; the batch is written
         end = size + len(sealed.data)
         self._cursor = Cursor(sealed.head_seq, sealed.head_hash, sealed.head_ts,
                               (seg, end, end - sealed.last_line_length))
@@ -362,136 +431,36 @@ class FileStore(Store):
             return f.read(end - start)
 
     def _quarantine(self, seg: int, fd: int, start: int, torn: bytes) -> None:
-        """Move a torn tail aside durably, then cut it off the segment."""
-        self.quarantine_dir.mkdir(exist_ok=True)
-        path = self.quarantine_dir / _quarantine_name(seg, start, torn)
+        """Keep a torn tail in quarantine, whole and durable, and only then cut it off."""
+        name = quarantine_name(segment_name(seg), start, sha256_hex(torn))
         try:
-            qfd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-        except FileExistsError:
-            qfd = -1  # named by content digest: the same bytes are already kept
-        if qfd >= 0:
-            try:
-                _write_all(qfd, torn)
-                os.fsync(qfd)
-            finally:
-                os.close(qfd)
-            fsync_dir(self.quarantine_dir)
+            keep(self.quarantine_dir, name, torn)
+        except OSError as exc:
+            raise StorageError.from_os(exc, "keep a torn tail in",
+                                       path=self.quarantine_dir / name,
+                                       outcome="nothing was written") from None
         os.ftruncate(fd, start)
         os.fsync(fd)
+        fault("repair-truncated")
+
+    @staticmethod
+    def _take_back(fd: int, size: int) -> None:
+        """Cut off what part of a failed write reached the segment (it was never committed)."""
+        try:
+            os.ftruncate(fd, size)
+        except OSError:
+            pass  # left as a torn tail: invisible to readers, quarantined by the next writer
+
+    def read_quarantine(self, name: str) -> bytes | None:
+        """The bytes of quarantine file ``name``, or None if there is none (for verify)."""
+        return kept(self.quarantine_dir, name)
+
+    def quarantine_names(self) -> list[str]:
+        """The names of the files in ``quarantine/`` that hold torn tails."""
+        return kept_names(self.quarantine_dir)
 
     def close(self) -> None:
         with self._mutex:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd, self._fd_segment = None, None
-
-
-def _quarantine_name(seg: int, start: int, torn: bytes) -> str:
-    return f"{segment_name(seg)}.{start}.{sha256_hex(torn)[:16]}.torn"
-
-
-def _repair_record(seg: int, start: int, torn: bytes, first: Record | Encoded) -> Record:
-    """The ``store_repair_v0`` record describing a torn tail about to be quarantined."""
-    return {
-        "schema_version": "store_repair_v0",
-        "record_id": f"rec_repair_{seg}_{start}_{sha256_hex(torn)[:16]}",
-        "goal_id": (first.record if isinstance(first, Encoded) else first)["goal_id"],
-        "agent_id": STORE_AGENT,
-        "lane_role": "store",
-        "capability": None,
-        "todo_id": None,
-        "epoch": None,
-        "visibility": "private",
-        "provenance": "observed",
-        "payload": {
-            "segment": segment_name(seg),
-            "offset": start,
-            "length": len(torn),
-            "sha256": sha256_hex(torn),
-            "complete_lines": torn.count(b"\n"),
-            "quarantine_file": f"quarantine/{_quarantine_name(seg, start, torn)}",
-            "reason": "torn tail left by a writer that stopped mid-append",
-        },
-    }
-
-
-def _last_batch_end(data: bytes, base: int, seg: int) -> Cursor | None:
-    """Cursor after the last complete line in ``data`` that ends its batch (None if none).
-
-    ``data`` is the file from offset ``base``; a first line cut by the window is not read.
-    """
-    end = data.rfind(b"\n")
-    while end >= 0:
-        start = data.rfind(b"\n", 0, end) + 1
-        if start == 0 and base > 0:
-            return None
-        try:
-            record = json.loads(data[start:end])
-            seq, batch_end = record["seq"], record["batch_end"]
-        except (ValueError, KeyError, TypeError):
-            raise IntegrityError(f"segment {segment_name(seg)} byte {base + start}: not a "
-                                 "sealed record", hint="run `loopx verify`") from None
-        if seq == batch_end:
-            return Cursor(seq, record["hash"], record["ts"], (seg, base + end + 1, base + start))
-        end = start - 1
-    return None
-
-
-def _parsed(line: bytes, seg: int, offset: int) -> Record:
-    try:
-        record = json.loads(line)
-        if isinstance(record, dict) and isinstance(record.get("seq"), int):
-            return record
-    except ValueError:
-        pass
-    raise IntegrityError(f"segment {segment_name(seg)} byte {offset}: not a sealed record",
-                         hint="run `loopx verify`")
-
-
-def _batch_is_whole(data: bytes, offset: int, record: Record) -> bool:
-    """Whether the batch of ``record`` ends in ``data`` at or after ``offset`` (committed)."""
-    if record["seq"] == record["batch_end"]:
-        return True
-    while (end := data.find(b"\n", offset)) >= 0:
-        try:
-            if json.loads(data[offset:end])["seq"] == record["batch_end"]:
-                return True
-        except (ValueError, KeyError, TypeError):
-            return False
-        offset = end + 1
-    return False
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def _checked(line: bytes, expected_seq: int, prev: str,
-             pending: list[tuple[Record, int, int]], seg: int, offset: int) -> Record:
-    """Parse one complete line and check it continues the chain; anything else is corruption."""
-    where = f"segment {segment_name(seg)} byte {offset}"
-    try:
-        record = json.loads(line)
-    except ValueError:
-        raise IntegrityError(f"{where}: not valid JSON", seq=expected_seq,
-                             hint="run `loopx verify`") from None
-    if not isinstance(record, dict) or not all(
-        isinstance(record.get(k), t) for k, t in
-        (("seq", int), ("batch_end", int), ("hash", str), ("prev_hash", str), ("ts", str))
-    ):
-        raise IntegrityError(f"{where}: not a sealed record", seq=expected_seq,
-                             hint="run `loopx verify`")
-    if record["seq"] != expected_seq:
-        raise IntegrityError(f"{where}: expected seq {expected_seq}, found {record['seq']}",
-                             seq=expected_seq, hint="run `loopx verify`")
-    if record["prev_hash"] != prev:
-        raise IntegrityError(f"{where}: seq {expected_seq} does not chain to seq "
-                             f"{expected_seq - 1}", seq=expected_seq, hint="run `loopx verify`")
-    batch_end = pending[0][0]["batch_end"] if pending else None
-    if record["batch_end"] < expected_seq or (batch_end is not None
-                                              and record["batch_end"] != batch_end):
-        raise IntegrityError(f"{where}: seq {expected_seq} has an inconsistent batch_end",
-                             seq=expected_seq, hint="run `loopx verify`")
-    return record
