@@ -181,14 +181,17 @@ def campaign_block(view: dict[str, Any], agent_id: str) -> Block | None:
     campaign holds back every role but the narrator, which tells how it ended)."""
     campaign = view["campaign"]
     status = campaign["status"]
-    if status["state"] in TERMINAL and _role(view, agent_id) != NARRATOR:
+    ending = status["state"] in TERMINAL
+    if ending and _role(view, agent_id) != NARRATOR:
         return Block("campaign_stopped", {"state": status["state"],
                                           "stop_reasons": list(status["stop_reasons"])})
     if status["state"] == "paused":
         return Block("campaign_paused", {"state": "paused", "since_seq": status["since_seq"]})
     contract = current_contract(view)
     spent = exhausted(contract, campaign["usage"]["total"])
-    if spent:
+    # A spent budget (often why it stopped) does not hold back the narrator's last chapter; a
+    # todo of its with an estimated cost is still passed over (todo_over_budget).
+    if spent and not ending:
         return Block("budget_exhausted", {"exhausted": spent})
     waiting = awaiting_for(view, agent_id)
     if waiting:

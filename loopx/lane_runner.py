@@ -5,9 +5,13 @@ own git worktree for an executor), hands it the claim packet as JSON on stdin an
 environment (the token removed), heartbeats the lease while it runs, reads a
 ``loopx_lane_result_v0`` from its stdout, and records the attempt through the checked path:
 the result's records with the completion in one batch, or the failure with its exit status.
-A command that fails, hangs past its timeout or prints an invalid result is a failed attempt,
-recorded; the attempt's CPU and wall time are recorded as usage. SIGTERM or Ctrl-C releases
-the held claim; a crash leaves it to expire and be reclaimed.
+A command that cannot start, fails, hangs past its timeout or prints an invalid result is a
+failed attempt, recorded (without whatever part of it is refused, never not at all); the
+attempt's CPU and wall time are recorded as usage. A command that cannot start also stops the
+runner, which would otherwise fail every todo it claims the same way. A fault of the runner itself (no worktree
+can be made) releases the claim before it stops. SIGTERM or Ctrl-C releases the held claim; a
+crash leaves it to expire and be reclaimed (or to the same agent, which resumes it on a fresh
+branch).
 """
 
 from __future__ import annotations
@@ -18,13 +22,20 @@ import resource
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loopx.errors import LoopxError, RecordRejected, ResearchRefused, StaleLease, UsageProblem
+from loopx.errors import LoopxError, RecordRejected, StaleLease, UsageProblem
+from loopx.lane_attempt import (
+    MAX_OUTPUT,
+    Attempt,
+    LaneReport,
+    OutputReader,
+    kill_group,
+    start_failure,
+)
 from loopx.lane_result import LaneResult, parse_result
 
 if TYPE_CHECKING:
@@ -36,8 +47,11 @@ if TYPE_CHECKING:
 PACKET = "auto_research_evidence_packet_v0"
 # Environment variables that carry a credential never reach the command.
 SECRET_ENV = ("LOOPX_TOKEN", "LOOPX_TOKEN_FILE")
-MAX_OUTPUT = 16 * 1024 * 1024
-GRACE_SECONDS = 5.0
+# Should-run reasons worth waiting on after the campaign stopped: a todo held up by others'
+# work in progress, or by the owner's pending verdict.
+WAIT_AFTER_STOP = ("blocked", "awaiting_approval")
+REASON_CHARS = 512  # a todo event's reason (ShortText)
+ERROR_CHARS = 2048  # an attempt's error as the report and the packet carry it
 TICK = 0.2
 
 
@@ -51,45 +65,6 @@ class RunnerOptions:
     poll_seconds: float = 2.0
     max_attempts: int = 0  # stop after this many attempts (0: never)
     worktrees: bool = True
-
-
-@dataclass
-class Attempt:
-    """What happened to one claimed todo."""
-
-    todo_id: str
-    epoch: int
-    outcome: str  # completed, failed or released
-    reason: str | None = None
-    exit_status: int | None = None
-    wall_seconds: float = 0.0
-    cpu_seconds: float = 0.0
-    seq: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The attempt as stable JSON."""
-        return {"todo_id": self.todo_id, "epoch": self.epoch, "outcome": self.outcome,
-                "reason": self.reason, "exit_status": self.exit_status,
-                "wall_seconds": round(self.wall_seconds, 3),
-                "cpu_seconds": round(self.cpu_seconds, 3), "seq": self.seq}
-
-
-@dataclass
-class LaneReport:
-    """Why the runner stopped, and its attempts."""
-
-    agent_id: str
-    role: str
-    stopped_because: str = ""
-    attempts: list[Attempt] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        """The run as stable JSON."""
-        counts = {o: sum(1 for a in self.attempts if a.outcome == o)
-                  for o in ("completed", "failed", "released")}
-        return {"agent_id": self.agent_id, "role": self.role,
-                "stopped_because": self.stopped_because, **counts,
-                "attempts": [a.to_json() for a in self.attempts]}
 
 
 class _Stop(Exception):
@@ -154,7 +129,14 @@ class LaneRunner:
             if answer["todo"] is not None and answer["reason"] in ("selected",
                                                                    "already_holding_lease"):
                 idle = 0
-                self.report.attempts.append(self._attempt(answer))
+                attempt = self._attempt(answer)
+                self.report.attempts.append(attempt)
+                if not attempt.started:
+                    # It will not start next time either: stop before it fails every todo.
+                    self.log("stopping: the command cannot start; fix it and run the lane "
+                             "again (the failed attempt is recorded)")
+                    self.report.stopped_because = "command_cannot_start"
+                    return
                 if self.options.max_attempts and \
                         len(self.report.attempts) >= self.options.max_attempts:
                     self.report.stopped_because = "max_attempts"
@@ -162,8 +144,10 @@ class LaneRunner:
                 continue
             reason = answer["reason"]
             state = self.ledger.state()["lanes"]["campaign"]["status"]["state"]
+            # A finished campaign hands out nothing new except the narrator's last chapter:
+            # unless others may still unblock it (or the owner approve), nothing will come.
             if reason == "campaign_stopped" or (state in ("completed", "stopped", "failed")
-                                                and reason == "no_eligible_todo"):
+                                                and reason not in WAIT_AFTER_STOP):
                 self.report.stopped_because = f"campaign_{state}"
                 return
             idle += 1
@@ -185,9 +169,10 @@ class LaneRunner:
         todo_id, epoch = todo["todo_id"], todo["epoch"]
         self.log(f"{self.creds.agent_id} claimed {todo_id} (epoch {epoch}, "
                  f"{todo['action_kind']})")
-        worktree = self._worktree(todo)
+        worktree: Worktree | None = None
         attempt = Attempt(todo_id, epoch, "failed")
         try:
+            worktree = self._worktree(todo)
             stdout, attempt = self._run_command(todo, claim, worktree, attempt)
             if attempt.reason is None:
                 self._record(todo, worktree, stdout, attempt)
@@ -200,6 +185,11 @@ class LaneRunner:
             # The lease is gone (expired and reclaimed): this attempt may record nothing more.
             attempt.reason = f"lease lost: {exc.message}"
             self.log(f"{todo_id}: {attempt.reason}")
+        except LoopxError as exc:
+            # The runner cannot go on (no worktree can be made, its grant was revoked, ...):
+            # give the todo back rather than leave it claimed for a whole lease, then stop.
+            self._release(todo_id, epoch, f"the lane runner stopped: {exc.message}")
+            raise
         finally:
             if worktree is not None:
                 from loopx.worktrees import remove
@@ -242,9 +232,11 @@ class LaneRunner:
                 cwd=str(worktree.path if worktree else self.workspace.root),
                 env=self._environment(todo, claim, worktree), start_new_session=True)
         except OSError as exc:
-            attempt.reason = f"cannot start the command: {exc.strerror or exc}"
+            attempt.wall_seconds = time.monotonic() - started
+            attempt.reason = start_failure(self.options.command, exc)
+            attempt.started = False
             return b"", attempt
-        out = _Reader(child)
+        out = OutputReader(child)
         assert child.stdin is not None
         try:
             child.stdin.write(json.dumps(claim, sort_keys=True).encode() + b"\n")
@@ -258,7 +250,7 @@ class LaneRunner:
                 self._check_stop()
                 now = time.monotonic()
                 if now - started > self.options.timeout:
-                    _kill(child)
+                    kill_group(child)
                     attempt.reason = f"timed out after {self.options.timeout:g} s"
                     break
                 if now >= next_beat:
@@ -269,7 +261,7 @@ class LaneRunner:
                 except subprocess.TimeoutExpired:
                     pass
         except BaseException:
-            _kill(child)
+            kill_group(child)
             raise
         finally:
             out.join()
@@ -286,13 +278,19 @@ class LaneRunner:
 
     # -- recording ----------------------------------------------------------------------------
 
-    def _usage(self, attempt: Attempt) -> dict[str, Any]:
-        payload: dict[str, Any] = {"wall_seconds": round(attempt.wall_seconds, 3),
-                                   "note": f"lane attempt of {attempt.todo_id}"[:512]}
+    def _usage(self, attempt: Attempt) -> list[dict[str, Any]]:
+        """The attempt's usage record, or none when it measured nothing (a command that never
+        started): a usage record needs a positive increment."""
+        payload: dict[str, Any] = {"note": f"lane attempt of {attempt.todo_id}"[:512]}
+        wall = round(attempt.wall_seconds, 3)
+        if wall > 0:
+            payload["wall_seconds"] = wall
         cpu_hours = round(attempt.cpu_seconds / 3600, 9)
         if cpu_hours > 0:
             payload["cpu_hours"] = cpu_hours
-        return {"schema_version": "usage_v0", "payload": payload}
+        if len(payload) == 1:
+            return []
+        return [{"schema_version": "usage_v0", "payload": payload}]
 
     def _record(self, todo: dict[str, Any], worktree: Worktree | None, stdout: bytes,
                 attempt: Attempt) -> None:
@@ -323,14 +321,21 @@ class LaneRunner:
             return
         if result.outcome == "failed":
             attempt.reason = result.reason or "the command reported a failure"
-            attempt.seq = fail(self.ledger, self.creds, todo_id, epoch, attempt.reason,
-                               dict(result.result),
-                               before=[*records, self._usage(attempt)])["seq"]
+            try:
+                attempt.seq = fail(self.ledger, self.creds, todo_id, epoch,
+                                   attempt.reason[:REASON_CHARS], dict(result.result),
+                                   before=[*records, *self._usage(attempt)])["seq"]
+            except StaleLease:
+                raise
+            except LoopxError as exc:
+                # Its records were refused: the failure is still recorded, without them.
+                self._record_failure(todo, worktree, attempt, f"{attempt.reason}; its records "
+                                     f"were refused: {exc.message}")
             return
         try:
             self._calls(result, todo_id, epoch)
             done = complete(self.ledger, self.creds, todo_id, epoch, dict(result.result),
-                            before=[*records, self._usage(attempt)])
+                            before=[*records, *self._usage(attempt)])
         except StaleLease:
             raise
         except LoopxError as exc:
@@ -368,86 +373,62 @@ class LaneRunner:
 
     def _record_failure(self, todo: dict[str, Any], worktree: Worktree | None,
                         attempt: Attempt, reason: str, status: str | None = None) -> None:
-        """A failed attempt, with (for an executor's hypothesis) an unscored evidence packet."""
+        """A failed attempt, with (for an executor's hypothesis) an unscored evidence packet and
+        the usage. If those are refused, the failure is recorded without them: a failed attempt
+        is never lost, and its todo never left claimed."""
         from loopx.claims import fail
 
-        attempt.outcome, attempt.reason = "failed", reason[:2048]
+        attempt.outcome, attempt.reason = "failed", reason[:ERROR_CHARS]
         if status is None:
             status = "timeout" if reason.startswith("timed out") else "failed"
-        before = [self._usage(attempt)]
+        usage = self._usage(attempt)
+        tiers: list[tuple[str, list[dict[str, Any]]]] = [("usage", usage)] if usage else []
         view = self.ledger.state()["lanes"]
         scope = view["profiles"].get(self.report.role, {}).get("write_scope", {})
         if todo["hypothesis_id"] and PACKET in scope:
-            payload: dict[str, Any] = {
-                "hypothesis_id": todo["hypothesis_id"], "status": status,
-                "error": attempt.reason, "wall_seconds": round(attempt.wall_seconds, 3),
-                "cpu_seconds": round(attempt.cpu_seconds, 3)}
-            if attempt.exit_status is not None:
-                payload["exit_status"] = attempt.exit_status
-            before.insert(0, self._fill({"schema_version": PACKET, "payload": payload},
-                                        worktree))
+            tiers.insert(0, ("packet", [self._failure_packet(todo, worktree, attempt, status),
+                                        *usage]))
+        tiers.append(("", []))
+        for what, before in tiers:
+            try:
+                attempt.seq = fail(self.ledger, self.creds, todo["todo_id"], todo["epoch"],
+                                   attempt.reason[:REASON_CHARS],
+                                   {"exit_status": attempt.exit_status}, before=before)["seq"]
+                return
+            except StaleLease:
+                raise
+            except LoopxError as exc:
+                if not before:
+                    raise
+                # E.g. another attempt used the hypothesis' last one meanwhile: the packet's
+                # refusal is recorded, and the failure goes in without it.
+                attempt.reason = (f"{attempt.reason}; its {what} was refused: "
+                                  f"{exc.message}")[:ERROR_CHARS]
+
+    def _failure_packet(self, todo: dict[str, Any], worktree: Worktree | None,
+                        attempt: Attempt, status: str) -> dict[str, Any]:
+        """The unscored evidence packet of a failed attempt."""
+        payload: dict[str, Any] = {
+            "hypothesis_id": todo["hypothesis_id"], "status": status,
+            "error": attempt.reason, "wall_seconds": round(attempt.wall_seconds, 3),
+            "cpu_seconds": round(attempt.cpu_seconds, 3)}
+        if attempt.exit_status is not None:
+            payload["exit_status"] = attempt.exit_status
+        doc = {"schema_version": PACKET, "payload": payload}
         try:
-            attempt.seq = fail(self.ledger, self.creds, todo["todo_id"], todo["epoch"],
-                               attempt.reason, {"exit_status": attempt.exit_status},
-                               before=before)["seq"]
-        except ResearchRefused as exc:
-            # The packet itself was refused (another attempt used the last one meanwhile); the
-            # refusal is recorded in its place, and the todo must not stay claimed.
-            attempt.reason = f"{attempt.reason}; its packet was refused: {exc.message}"[:2048]
-            attempt.seq = fail(self.ledger, self.creds, todo["todo_id"], todo["epoch"],
-                               attempt.reason, {"exit_status": attempt.exit_status},
-                               before=[self._usage(attempt)])["seq"]
+            return self._fill(doc, worktree)
+        except LoopxError:
+            return doc  # the command removed its worktree: the packet goes without commits
 
     def _release(self, todo_id: str, epoch: int, reason: str) -> None:
         from loopx.claims import release
 
         try:
-            release(self.ledger, self.creds, todo_id, epoch, reason)
+            release(self.ledger, self.creds, todo_id, epoch, reason[:REASON_CHARS])
             self.log(f"{todo_id}: released ({reason})")
             self.report.attempts.append(Attempt(todo_id, epoch, "released", reason))
         except LoopxError as exc:
             self.log(f"{todo_id}: could not release: {exc.message}")
-
-
-class _Reader:
-    """Reads a child's stdout on a thread, so a chatty command never blocks on a full pipe."""
-
-    def __init__(self, child: subprocess.Popen[bytes]) -> None:
-        self.chunks: list[bytes] = []
-        self.size = 0
-        self.overflow = False
-        self.thread = threading.Thread(target=self._read, args=(child,), daemon=True)
-        self.thread.start()
-
-    def _read(self, child: subprocess.Popen[bytes]) -> None:
-        assert child.stdout is not None
-        for chunk in iter(lambda: child.stdout.read(65536), b""):  # type: ignore[union-attr]
-            self.size += len(chunk)
-            if self.size <= MAX_OUTPUT:
-                self.chunks.append(chunk)
-            else:
-                self.overflow = True
-
-    def join(self) -> None:
-        self.thread.join(timeout=GRACE_SECONDS)
-
-    @property
-    def data(self) -> bytes:
-        return b"".join(self.chunks)
-
-
-def _kill(child: subprocess.Popen[bytes]) -> None:
-    """Stop the command and everything it started: SIGTERM, then SIGKILL after a grace."""
-    for sig, wait in ((signal.SIGTERM, GRACE_SECONDS), (signal.SIGKILL, GRACE_SECONDS)):
-        try:
-            os.killpg(child.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            child.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def run_lane(workspace: Workspace, creds: Credentials, options: RunnerOptions, *,

@@ -1,8 +1,11 @@
-"""Git worktrees for executor todos: one worktree on one branch per (todo, epoch).
+"""Git worktrees for executor todos: one worktree on a fresh branch per attempt.
 
-A branch per epoch means a zombie that lost its lease can only ever commit onto its own branch,
-never onto its successor's. Evidence cites a worktree's base commit and its evaluated commit.
-A workspace that is not in git gets no worktree; the caller runs in the workspace instead.
+The branch is ``loopx/<todo>/<epoch>``, so a zombie that lost its lease can only ever commit
+onto its own branch, never onto its successor's. A branch name is never reused: when that
+branch already exists (an earlier attempt under the same epoch, e.g. a runner that crashed and
+resumed its lease), the next free ``loopx/<todo>/<epoch>-<n>`` is taken and the old branch is
+kept. Evidence cites a worktree's base commit and its evaluated commit. A workspace that is not
+in git gets no worktree; the caller runs in the workspace instead.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ EXCLUDE_LINE = ".loopx/"
 
 # Branch and directory share one spelling, so keep only characters that are safe in both.
 _UNSAFE_CHAR = re.compile(r"[^A-Za-z0-9._-]")
+# Fresh names tried for one (todo, epoch) before giving up; each try is a git call or two.
+MAX_VARIANTS = 100
 
 
 @dataclass(frozen=True)
@@ -41,7 +46,11 @@ def branch_name(todo_id: str, epoch: int) -> str:
 
 def create(workspace_root: Path, todo_id: str, epoch: int) -> Worktree | None:
     """A new worktree for (todo, epoch) under ``.loopx/worktrees/``, on a new branch from the
-    repository's HEAD; None when the workspace is not in git."""
+    repository's HEAD; None when the workspace is not in git.
+
+    The branch is :func:`branch_name`, or, when that branch or directory is left from an earlier
+    attempt, the first free ``-<n>`` variant (n = 2, 3, ...); nothing earlier is touched.
+    """
     workspace = Path(workspace_root).resolve()
     root = repo_root(workspace)
     if root is None:
@@ -52,22 +61,32 @@ def create(workspace_root: Path, todo_id: str, epoch: int) -> Worktree | None:
                       f"{todo_id!r} has nothing to start from",
                       hint="make a first commit, e.g. `git commit --allow-empty -m init`")
     base = head.stdout.strip()
-    branch = branch_name(todo_id, epoch)
-    if _run(root, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}").returncode == 0:
-        # The branch may hold a zombie's commits; a new run must start from a new epoch.
-        raise Refused(f"branch {branch!r} already exists: todo {todo_id!r} epoch {epoch} has "
-                      "already had a worktree, and its branch is not reused",
-                      hint="claim the todo again to run it under a new epoch")
-    path = workspace / WORKTREES_DIR / f"{_safe_todo_id(todo_id)}.{epoch}"
-    if path.exists():
-        raise Refused(f"{path} already exists, so the worktree for todo {todo_id!r} epoch "
-                      f"{epoch} cannot be made there",
-                      hint="delete the stale directory, then run `git worktree prune`")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    (workspace / WORKTREES_DIR).mkdir(parents=True, exist_ok=True)
     _ensure_ignored(root, workspace / ".loopx")
-    # Branch from the commit read above, not from HEAD again, so base_commit is exactly it.
-    git(root, "worktree", "add", "-b", branch, str(path), base)
-    return Worktree(path=path, branch=branch, base_commit=base)
+    for n in range(1, MAX_VARIANTS + 1):
+        suffix = "" if n == 1 else f"-{n}"
+        branch = branch_name(todo_id, epoch) + suffix
+        path = workspace / WORKTREES_DIR / f"{_safe_todo_id(todo_id)}.{epoch}{suffix}"
+        # An existing branch may hold an earlier attempt's (or a zombie's) commits, and an
+        # existing directory its files: neither is reused, and neither is deleted.
+        if _branch_exists(root, branch) or path.exists():
+            continue
+        # Branch from the commit read above, not from HEAD again, so base_commit is exactly it.
+        made = _run(root, "worktree", "add", "-b", branch, str(path), base)
+        if made.returncode == 0:
+            return Worktree(path=path, branch=branch, base_commit=base)
+        if _branch_exists(root, branch) or path.exists():
+            continue  # another runner took this name meanwhile: try the next
+        raise WorkspaceError(_failure(root, ("worktree", "add", "-b", branch, str(path), base),
+                                      made))
+    raise Refused(f"todo {todo_id!r} epoch {epoch} already has {MAX_VARIANTS} worktree branches "
+                  f"(loopx/{_safe_todo_id(todo_id)}/{epoch}-*), so no fresh one is made",
+                  hint="inspect them with `git branch --list 'loopx/*'`, and delete those "
+                       "no evidence cites")
+
+
+def _branch_exists(root: Path, branch: str) -> bool:
+    return _run(root, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}").returncode == 0
 
 
 def head_commit(worktree: Worktree) -> str:

@@ -138,16 +138,31 @@ def test_dirty_paths_names_both_sides_of_a_rename(repo: Path) -> None:
     assert worktrees.dirty_paths(wt) == ["READ.md", "README.md"]
 
 
-def test_the_same_todo_and_epoch_twice_is_refused(repo: Path) -> None:
+def test_the_same_todo_and_epoch_again_gets_a_fresh_branch_and_keeps_the_old(
+        repo: Path) -> None:
     first = worktrees.create(repo, "dev-h1", 3)
     assert first is not None
-    with pytest.raises(Refused, match="already exists") as caught:
-        worktrees.create(repo, "dev-h1", 3)
-    assert caught.value.hint
+    (first.path / "result.txt").write_text("42\n")
+    work = commit_all(first.path, "an attempt that crashed before it was recorded")
+    second = worktrees.create(repo, "dev-h1", 3)
+    assert second is not None
+    assert (second.branch, second.path.name) == ("loopx/dev-h1/3-2", "dev-h1.3-2")
+    assert worktrees.head_commit(second) == first.base_commit  # from HEAD, not the old branch
     worktrees.remove(first)
-    # Even once the worktree is gone its branch stays, and so does the refusal.
-    with pytest.raises(Refused, match="loopx/dev-h1/3"):
-        worktrees.create(repo, "dev-h1", 3)
+    # Once the old worktree is gone its branch stays, keeps its commit, and is not reused.
+    third = worktrees.create(repo, "dev-h1", 3)
+    assert third is not None and third.branch == "loopx/dev-h1/3-3"
+    assert git(repo, "rev-parse", "loopx/dev-h1/3").strip() == work
+    assert all(branch_exists(repo, w.branch) for w in (first, second, third))
+
+
+def test_a_leftover_directory_is_not_reused_or_deleted(repo: Path) -> None:
+    leftover = repo / ".loopx" / "worktrees" / "dev-h1.1"
+    leftover.mkdir(parents=True)
+    (leftover / "notes.txt").write_text("from a crashed attempt\n")
+    wt = worktrees.create(repo, "dev-h1", 1)
+    assert wt is not None and wt.path.name == "dev-h1.1-2" and wt.branch == "loopx/dev-h1/1-2"
+    assert (leftover / "notes.txt").read_text() == "from a crashed attempt\n"
 
 
 def test_a_new_epoch_gets_its_own_branch(repo: Path) -> None:

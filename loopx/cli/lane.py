@@ -7,7 +7,15 @@ from pathlib import Path
 
 import click
 
-from loopx.cli.app import agent_option, cli, credentials, emit, json_option, token_file_option
+from loopx.cli.app import (
+    agent_option,
+    cli,
+    credentials,
+    emit,
+    json_option,
+    role_option,
+    token_file_option,
+)
 
 
 @cli.group("lane")
@@ -16,7 +24,7 @@ def lane() -> None:
 
 
 @lane.command("run", context_settings={"ignore_unknown_options": True})
-@click.option("--role", metavar="ROLE", help="The role the agent must have (checked).")
+@role_option("The role the agent must have (checked).")
 @agent_option
 @token_file_option
 @click.option("--timeout", type=click.FloatRange(min=0.001), default=3600.0, show_default=True,
@@ -36,7 +44,8 @@ def lane_run(ctx: click.Context, role: str | None, agent_id: str, token_file: Pa
              timeout: float, idle_polls: int, poll_seconds: float, max_attempts: int,
              no_worktree: bool, as_json: bool, command: tuple[str, ...]) -> None:
     """Run one lane: claim what should-run selects, run CMD for it (the claim packet on stdin
-    and in LOOPX_* variables, no token), record its loopx_lane_result_v0, repeat."""
+    and in LOOPX_* variables, no token), record its loopx_lane_result_v0, repeat. A CMD that
+    cannot start is recorded as a failed attempt and stops the lane (exit 2)."""
     from loopx.cli.app import workspace_of
     from loopx.lane_runner import RunnerOptions, run_lane
 
@@ -48,12 +57,12 @@ def lane_run(ctx: click.Context, role: str | None, agent_id: str, token_file: Pa
     emit(as_json, out, f"{agent_id} ({out['role']}) stopped: {out['stopped_because']}; "
                        f"{out['completed']} completed, {out['failed']} failed, "
                        f"{out['released']} released")
+    if out["stopped_because"] == "command_cannot_start":
+        ctx.exit(2)  # the command given is bad input; its failed attempt is recorded
 
 
 @lane.command("prompt")
-@click.option("--role", required=True, metavar="ROLE",
-              help="The role: research_curator, hypothesis_proposer, research_executor, "
-                   "evaluator_promoter or product_narrator.")
+@role_option("The role whose lane to print.", required=True)
 @json_option
 @click.pass_context
 def lane_prompt(ctx: click.Context, role: str, as_json: bool) -> None:
