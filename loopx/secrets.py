@@ -3,7 +3,9 @@
 Governance records (contracts, proposals and their arguments, approvals, results, usage notes,
 findings) are scanned before they are written; any finding refuses the whole write and names the
 field, never the value. The patterns are deliberately conservative: a false alarm costs a
-rewording, a missed key costs a rotation.
+rewording, a missed key costs a rotation. Every reading of a text is checked (normalised,
+decoded, re-joined: :mod:`loopx.deobfuscate`), the same readings the narrator's redaction gate
+checks, so the write check and the gate cannot disagree.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import re
 from collections import Counter
 from typing import Any
 
+from loopx.deobfuscate import Reading, Readings, normalise, read
 from loopx.errors import FieldProblem
 from loopx.tokens import TOKEN_PATTERN
 
@@ -30,7 +33,9 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
     ("a JSON web token", re.compile(
         r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
-    ("a password in a URL", re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]+:[^/\s@]+@")),
+    # A scheme is short; an unbounded one made this search quadratic on long hyphenated runs.
+    ("a password in a URL", re.compile(
+        r"\b[A-Za-z][A-Za-z0-9+.\-]{0,31}://[^/\s:@]+:[^/\s@]+@")),
     ("a credential assignment", re.compile(
         r"(?i)\b(?:password|passwd|secret|api[_\-]?key|access[_\-]?key|auth[_\-]?token|"
         r"access[_\-]?token|client[_\-]?secret)\s*[=:]\s*['\"]?[^\s'\"$]{6,}")),
@@ -63,14 +68,34 @@ def _high_entropy(text: str) -> bool:
     return False
 
 
-def secret_kind(text: str) -> str | None:
-    """What secret ``text`` seems to contain, or None."""
+def _plain_kind(text: str) -> str | None:
     for what, pattern in PATTERNS:
         if pattern.search(text):
             return what
     if _high_entropy(text):
         return "a high-entropy token"
     return None
+
+
+def found_how(what: str, reading: Reading) -> str:
+    """``what`` was found, saying how the reading was reached (never what it says)."""
+    return f"{what}, once {reading.how}" if reading.how else what
+
+
+def secret_kind_in(readings: Readings) -> str | None:
+    """What secret any of ``readings`` seems to contain, or None."""
+    for reading in readings.readings:
+        what = _plain_kind(reading.text)
+        if what:
+            return found_how(what, reading)
+    if not readings.settled:
+        return "a value encoded too many times to check"
+    return None
+
+
+def secret_kind(text: str) -> str | None:
+    """What secret ``text`` seems to contain, read every way :func:`read` reads it, or None."""
+    return secret_kind_in(read(text))
 
 
 def _problem(path: str, what: str) -> FieldProblem:
@@ -95,7 +120,7 @@ def secret_problems(value: Any, path: str = "") -> list[FieldProblem]:
                 problems.append(_problem(f"{path}.<key>" if path else "<key>", what))
                 continue
             where = f"{path}.{name}" if path else name
-            if (isinstance(item, str) and SECRET_KEY.search(name) and len(item) >= 6
+            if (isinstance(item, str) and SECRET_KEY.search(normalise(name)) and len(item) >= 6
                     and not item.startswith(("$", "env:"))):
                 problems.append(_problem(where, f"a credential (field {name!r})"))
                 continue

@@ -1,11 +1,15 @@
 """The redaction gate: a corpus of secrets, private paths and raw log excerpts planted in every
 record field the narrator reads. None reaches the output; each is reported with its record id
 and field, and never echoed. Fields whose kind refuses secret-shaped values at write are shown
-to refuse them, so those can never reach the narrator. The narrator's own ids and digests, and
-a clean campaign, pass."""
+to refuse them, so those can never reach the narrator. The corpus includes disguised secrets
+and paths (look-alike letters, invisible characters, encodings, spacing), found in every field
+and at write just the same. The narrator's own ids and digests, a clean campaign, and ordinary
+text that merely looks encoded, spaced or path-like, pass."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from pathlib import Path
 
@@ -26,19 +30,61 @@ from loopx.research import propose_hypothesis
 from loopx.testing.research import CONTRACT, ResearchLoop
 from loopx.todos import add_todos
 
+AWS = "AKIAIOSFODNN7EXAMPLE"
+GITHUB = "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+API_KEY = "sk-ant-abcdEFGH1234ijklMNOP5678qrst"
+# Disguised secrets (issue 16 item 7): none matches a pattern as written; each is found once
+# normalised, decoded or re-joined. These fit an identifier field too.
+DISGUISED_IDS = {
+    "hex": API_KEY.encode().hex(),
+    "hex_mixed_case": "".join(c.upper() if i % 3 else c
+                              for i, c in enumerate(AWS.encode().hex())),
+    "hex_colons": ":".join(f"{b:02x}" for b in AWS.encode()),
+    "hex_of_base64": base64.b64encode(AWS.encode()).hex(),
+    "base64url": "c2VjcmV0PWg-bnRlcj8yMg",  # "secret=h>nter?22", unpadded, with a "-"
+    "dotted": ".".join(AWS),
+}
+DISGUISED = {
+    **DISGUISED_IDS,
+    "base64_short": base64.b64encode(b"password=hunter2").decode(),
+    "fullwidth": "".join(chr(ord(c) + 0xFEE0) for c in AWS),
+    "cyrillic": GITHUB.translate(str.maketrans("aceop", "\u0430\u0441\u0435\u043e\u0440")),
+    "greek": AWS.translate(str.maketrans("AKIOEXMP", "\u0391\u039a\u0399\u039f\u0395\u03a7"
+                                                     "\u039c\u03a1")),
+    "zero_width": "\u200b".join(GITHUB),
+    "spaced": " ".join(GITHUB),
+    "dashed": "-".join(GITHUB),
+    "url_encoded": "".join(f"%{b:02X}" for b in GITHUB.encode()),
+    "data_uri": "data:text/plain;base64," + base64.b64encode(AWS.encode()).decode(),
+    "digits": AWS.replace("7", "\u0667"),  # ARABIC-INDIC DIGIT SEVEN
+    "rtl_override": "\u202e" + AWS[::-1] + "\u202c",  # shown as the key, stored reversed
+    "combining": "\u0336".join(AWS),  # struck through
+    "tag_characters": "\U000e0020".join(AWS),  # invisible
+    "html_entities": "".join(f"&#{ord(c)};" for c in AWS),
+    "escapes": "".join(f"\\x{ord(c):02x}" for c in AWS),
+}
 # Secret-shaped values that fit an identifier field too (letters, digits, _ . : -).
 ID_SECRETS = {
-    "aws": "AKIAIOSFODNN7EXAMPLE",
-    "github": "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+    "aws": AWS,
+    "github": GITHUB,
     "slack": "xoxb-1234567890-abcdefghijk",
-    "api_key": "sk-ant-abcdEFGH1234ijklMNOP5678qrst",
+    "api_key": API_KEY,
     "entropy": "Zx9Qw8Er7Ty6Ui5Op4As3Df2Gh1Jk0LmNbVcXz",
+    **DISGUISED_IDS,
 }
 SECRETS = {
     **ID_SECRETS,
+    **DISGUISED,
     "private_key": "-----BEGIN RSA PRIVATE KEY-----",
     "url_password": "https://bob:hunter2@example.com/data",
     "assignment": "password=correct-horse-battery",
+}
+DISGUISED_PATHS = {
+    "windows_drive": "D:\\secrets\\prod.env",
+    "windows_slash": "E:/keys/id_rsa",
+    "unc": "\\\\fileserver\\share\\prod.env",
+    "home_fullwidth": "\uff0fhome\uff0falice\uff0fkeys",
+    "home_base64": base64.b64encode(b"/home/alice/keys").decode(),
 }
 PATHS = {
     "home": "/home/alice/experiments/run1",
@@ -47,6 +93,7 @@ PATHS = {
     "windows": "C:\\Users\\dave\\runs",
     "workspace": "see .loopx/log/segment-1.jsonl",
     "tmp": "/tmp/scratch/out.bin",
+    **DISGUISED_PATHS,
 }
 LOGS = {
     "traceback": "Traceback (most recent call last):",
@@ -205,7 +252,119 @@ def test_nothing_is_written_when_the_gate_finds_something(tmp_path: Path) -> Non
     assert list(tmp_path.iterdir()) == [] and f.c.head() == head
 
 
+def test_disguised_values_fail_closed_through_the_cli(tmp_path: Path) -> None:
+    """Each disguised secret and path, planted in its own hypothesis's title, is named by record
+    and field with exit 10; neither the disguise nor the secret under it is echoed."""
+    from helpers import head_seq, run_loopx
+
+    from loopx.agents import register_agent
+    from loopx.workspace import init_workspace
+
+    workspace, owner_token = init_workspace(tmp_path / "ws", "disguised")
+    ledger = workspace.ledger()
+    r = ResearchLoop(ledger, Credentials("owner", owner_token))
+    r.contract(CONTRACT)
+    planted = {**DISGUISED, **DISGUISED_PATHS}
+    for i, name in enumerate(sorted(planted)):
+        r.propose(f"h-{i}", title=f"an idea {planted[name]} here")
+    records = {name: ledger.state()["lanes"]["hypotheses"][f"h-{i}"]["record_id"]
+               for i, name in enumerate(sorted(planted))}
+    _, narrator = register_agent(ledger, Credentials("owner", owner_token), "narr",
+                                 "product_narrator")
+    ledger.store.close()
+    before = head_seq(tmp_path / "ws")
+    out = tmp_path / "story.md"
+    result = run_loopx(tmp_path / "ws", "story", "--out", str(out), "--agent-id", "narr",
+                       "--json", token=narrator)
+    assert result.returncode == 10, result.stderr
+    named = {(f["record_id"], f["field"]) for f in json.loads(result.stdout)["findings"]}
+    assert {name for name in planted if (records[name], "title") not in named} == set()
+    shown = result.stdout + result.stderr
+    assert [name for name in planted if planted[name] in shown] == []
+    assert AWS not in shown and GITHUB not in shown and API_KEY not in shown
+    assert not out.exists() and head_seq(tmp_path / "ws") == before
+
+
+def test_disguised_findings_say_how_the_value_was_read_not_what_it_says() -> None:
+    assert redaction.problems_in(DISGUISED["hex"]) == [
+        "looks like an API secret key, once hex-decoded"]
+    assert redaction.problems_in(DISGUISED["fullwidth"]) == [
+        "looks like an AWS access key id, once normalised"]
+    assert redaction.problems_in(DISGUISED["spaced"]) == [
+        "looks like a GitHub token, once re-joined"]
+    assert redaction.problems_in(DISGUISED["hex_of_base64"]) == [
+        "looks like an AWS access key id, once hex-decoded, base64-decoded"]
+    assert redaction.problems_in(DISGUISED_PATHS["home_base64"]) == [
+        "a home directory path, once base64-decoded"]
+
+
+def test_a_governance_key_spelled_with_look_alikes_is_still_a_credential() -> None:
+    from loopx.secrets import secret_problems
+
+    key = "p\u0430ssword"  # CYRILLIC SMALL LETTER A
+    [problem] = secret_problems({"arguments": {key: "hunter22"}})
+    assert problem.field == f"arguments.{key}" and "hunter22" not in problem.problem
+
+
+def test_decoding_is_bounded_and_what_is_still_encoded_at_the_bound_is_refused() -> None:
+    from loopx.deobfuscate import MAX_DEPTH, read
+    from loopx.secrets import secret_kind
+
+    def escaped(times: int) -> str:
+        return "".join("&" + "amp;" * (times - 1) + f"#{ord(c)};" for c in "password=hunter2")
+
+    for times in range(1, MAX_DEPTH + 1):
+        assert read(escaped(times)).settled
+        assert secret_kind(escaped(times)) == (
+            "a credential assignment, once " + ", ".join(["unescaped"] * times))
+    for times in (MAX_DEPTH + 2, 50):
+        assert not read(escaped(times)).settled
+        assert secret_kind(escaped(times)) == "a value encoded too many times to check"
+    # Hex of base64 takes one layer.
+    assert secret_kind(base64.b64encode(b"password=hunter2").hex()) == (
+        "a credential assignment, once hex-decoded, base64-decoded")
+
+
 # -- what passes ----------------------------------------------------------------------------
+
+# Ordinary text that looks a little like an encoding, a spacing or a path: it must pass.
+CLEAN = {
+    "words": "Batch norm before the head, then a wider layer",
+    "long_words": "internationalization of counterrevolutionary hyperparameters",
+    "record_id": "see rec_" + hashlib.md5(b"a record").hexdigest(),
+    "sha256": hashlib.sha256(b"a digest").hexdigest(),
+    "commit": EVALUATED_COMMIT,
+    "numbers": "0.9312 \u00b1 0.004 over 3 seeds, 1234567890123456 steps, 1e-3, 2**31",
+    "base64_words": "QmF0Y2g= Zm9vYmFyYmF6 aGVsbG8gd29ybGQ= look like base64",
+    "hex_words": "deadbeef cafe 0xff #ff00aa",
+    "accents": "na\u00efve caf\u00e9, \u00c5ngstr\u00f6m, \u041f\u0440\u0438\u0432\u0435\u0442, "
+               "\u03b1 = 0.05",
+    "single_letters": "a b c d e f g h and x y z, 1 2 3 4 5 6 7 8",
+    "url": "https://example.com/a%20b?q=1&amp;r=2",
+    "uuid": "123e4567-e89b-12d3-a456-426614174000",
+    "ratios": "Plan B: 3:1 odds, an A/B test, v1.2.3, 2026-12-01, s3://bucket/key",
+    "library": "sk-learn baseline with a ghp prefix check",
+}
+
+
+def test_ordinary_text_ids_digests_and_numbers_pass_the_scan() -> None:
+    found = {name: redaction.problems_in(text) for name, text in CLEAN.items()}
+    assert {name: problems for name, problems in found.items() if problems} == {}
+
+
+def test_a_campaign_quoting_ordinary_text_ids_and_digests_passes() -> None:
+    """Quoted as text (so not allow-listed by type), a record id, a digest and a commit id
+    pass the gate, as do ordinary words, numbers and short base64-looking words."""
+    f = fixed_campaign()
+    quoted = {**CLEAN, "real_record_id": f"after {hypothesis_record(f, 'h-wide')}"}
+    for i, name in enumerate(sorted(quoted)):
+        f.r.propose(f"h-clean-{i}", title=quoted[name])
+    f.r.propose(EVALUATED_COMMIT, mechanism=hashlib.sha256(b"m").hexdigest())
+    f.r.run(EVALUATED_COMMIT, "dev", [0.9, 0.91, 0.92], branch=f"exp/{EVALUATED_COMMIT[:12]}")
+    for surface, fmt in SURFACES:
+        rendered = render(f.c.ledger, surface, fmt)
+        assert redaction.findings(rendered.story, rendered.text, f.view()) == []
+
 
 def test_a_clean_campaign_with_ids_digests_and_commits_passes() -> None:
     f = fixed_campaign()

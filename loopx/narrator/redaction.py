@@ -1,6 +1,9 @@
 """The redaction gate: nothing the narrator renders is written if it holds a secret-shaped value,
 a private path, a raw log excerpt or a private field. It fails closed and has no override.
 
+Every text is checked in every reading :mod:`loopx.deobfuscate` gives it (normalised, decoded,
+re-joined), with the same secret patterns governance kinds refuse at write.
+
 Two passes. Every free text the story quotes is scanned with the record and field it came from,
 so each finding names them. Then the rendered output itself is scanned, with the typed values
 the story allow-listed (record ids, sha256 digests, git commit ids: checked against their type
@@ -18,9 +21,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from loopx.deobfuscate import read
 from loopx.errors import RedactionBlocked
 from loopx.narrator.story import Story
-from loopx.secrets import secret_kind
+from loopx.secrets import found_how, secret_kind_in
 
 View = dict[str, Any]
 
@@ -29,13 +33,16 @@ PRIVATE_PATHS: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"(?<![\w.\-])(?:/home|/Users|/root|/var/folders|/private/var)(?:/|\b)")),
     ("a home directory path", re.compile(r"(?i)\b[A-Z]:\\(?:Users|Documents and Settings)\\")),
     ("a home directory path", re.compile(r"(?<![\w/.\-])~/")),
+    # Any drive, either slash; not a URL scheme (a letter before the colon).
+    ("a Windows drive path", re.compile(r"(?<![A-Za-z0-9+.\-])[A-Za-z]:(?:\\|/(?!/))")),
+    ("a network (UNC) path", re.compile(r"(?<!\\)\\\\[\w.$\-]+\\[\w.$\-]")),
     ("a temporary directory path", re.compile(r"(?<![\w.\-])/(?:var/)?tmp/")),
     ("a workspace-internal path", re.compile(r"(?<![\w\-])\.loopx(?:/|\\)")),
 )
 LOG_EXCERPTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a raw log excerpt (a traceback)", re.compile(r"Traceback \(most recent call last\)")),
     ("a raw log excerpt (a stack frame)", re.compile(r'File "[^"\n]+", line \d+')),
-    ("a raw log excerpt (a stack frame)", re.compile(r"^\s+at \S+ \(\S+:\d+:\d+\)", re.M)),
+    ("a raw log excerpt (a stack frame)", re.compile(r"^\s+at \S+ \(\S+:\d+:\d+\)", re.MULTILINE)),
     ("a raw log excerpt (a log record)", re.compile(r'"(?:prev_hash|batch_end|capability)"\s*:')),
     ("a raw log excerpt (a log line)", re.compile(
         r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}\S*\]?\s+\[?"
@@ -49,14 +56,17 @@ MIN_PRIVATE = 10
 def problems_in(text: str, roots: tuple[str, ...] = ()) -> list[str]:
     """Every reason ``text`` may not be published (empty: it may)."""
     found: list[str] = []
-    what = secret_kind(text)
+    readings = read(text)
+    what = secret_kind_in(readings)
     if what:
         found.append(f"looks like {what}")
     for what, pattern in PRIVATE_PATHS + LOG_EXCERPTS:
-        if pattern.search(text) and what not in found:
-            found.append(what)
-    if any(root in text for root in roots):
-        found.append("a path inside this workspace or home")
+        reading = next((r for r in readings.readings if pattern.search(r.text)), None)
+        if reading is not None and found_how(what, reading) not in found:
+            found.append(found_how(what, reading))
+    root = next((r for r in readings.readings if any(x in r.text for x in roots)), None)
+    if root is not None:
+        found.append(found_how("a path inside this workspace or home", root))
     return found
 
 
