@@ -3,11 +3,13 @@ and scikit-learn's bundled data, until the contract's stop policy ends the campa
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -101,16 +103,43 @@ def test_executors_worked_on_their_own_branches_and_left_the_project_clean(
     assert not any((directory / ".loopx" / "worktrees").glob("*"))
 
 
-def test_every_number_in_the_story_is_in_the_log(finished: tuple[Path, dict[str, Any]]) -> None:
-    """Every decimal the story shows is a logged value at the precision shown, except the
-    figures it computes (marked "(computed"), which are recomputed from their logged inputs."""
+class Shown(HTMLParser):
+    """The text a reader of a page can see or hover: its text (SVG text and titles included,
+    the style sheet not) and its title attributes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+        self._style = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._style = tag == "style"
+        self.parts += [v for k, v in attrs if k == "title" and v]
+
+    def handle_endtag(self, tag: str) -> None:
+        self._style = False
+
+    def handle_data(self, data: str) -> None:
+        if not self._style:
+            self.parts.append(data)
+
+
+def shown_text(page: str) -> str:
+    parser = Shown()
+    parser.feed(page)
+    return "\n".join(parser.parts)
+
+
+def test_every_number_in_the_story_and_the_board_is_in_the_log(
+        finished: tuple[Path, dict[str, Any]]) -> None:
+    """Every decimal the story and the board show is a logged value at the precision shown,
+    except the figures they compute (marked "(computed"), which are recomputed from their
+    logged inputs."""
     from narrator_support import check_numbers
 
     from loopx.narrator.publish import render
 
     directory, out = finished
-    story = Path(out["story"]).read_text()
-    assert Path(out["board"]).exists()
     log = records(directory)
     logged = {format(n, ".4g") for r in log for n in numbers_in(r["payload"])}
     logged |= {str(n) for r in log for n in numbers_in(r["payload"]) if isinstance(n, int)}
@@ -118,24 +147,62 @@ def test_every_number_in_the_story_is_in_the_log(finished: tuple[Path, dict[str,
     workspace = find_workspace(directory)
     ledger = workspace.ledger()
     try:
-        numbers = render(ledger, "story", "md").story.numbers
+        numbers = render(ledger, "board", "html").story.numbers
     finally:
         ledger.store.close()
     payloads = {r["record_id"]: r["payload"] for r in log}
     assert check_numbers(numbers, payloads.__getitem__) >= 2
     computed = {format(n["value"], ".4g") for n in numbers if "derived" in n}
-    shown = re.findall(r"at most ([+-]?\d+(?:\.\d+)?(?:e-?\d+)?) \(computed", story)
-    assert shown and all(n in computed for n in shown), (shown, computed)
-    # Decimals, and the integers inside value and seed lists (ids, hashes, seqs and the
-    # computed figures aside).
-    text = re.sub(r"rec_[0-9a-f]{32}|[0-9a-f]{12,64}", "", story)
-    text = re.sub(r"at most [^ ]+ \(computed", "", text)
-    decimals = re.findall(r"(?<![\w.])[+-]?\d+\.\d+(?:e-?\d+)?", text)
-    listed = [n for group in re.findall(r"(?:values|seeds) \\?\[([^\]\\]*)", text)
-              for n in group.split(", ")]
-    assert decimals and listed
-    for n in decimals + listed:
-        assert n.lstrip("+") in logged, n
+    board = Path(out["board"]).read_text()
+    for text in (Path(out["story"]).read_text(), shown_text(board)):
+        shown = re.findall(r"at most ([+-]?\d+(?:\.\d+)?(?:e-?\d+)?) \(computed", text)
+        assert shown and all(n in computed for n in shown), (shown, computed)
+        # Decimals, and the integers inside value and seed lists (ids, hashes, seqs and the
+        # computed figures aside).
+        text = re.sub(r"rec_[0-9a-f]{32}|[0-9a-f]{12,64}", "", text)
+        text = re.sub(r"at most [^ ]+ \(computed", "", text)
+        decimals = re.findall(r"(?<![\w.])[+-]?\d+\.\d+(?:e-?\d+)?", text)
+        listed = [n for group in re.findall(r"(?:values|seeds) \\?\[([^\]\\]*)", text)
+                  for n in group.split(", ")]
+        assert decimals and listed
+        for n in decimals + listed:
+            assert n.lstrip("+") in logged, n
+    # The board's charts draw every value of every public packet, each with its hover title.
+    packets = [r for r in log if r["schema_version"] == "auto_research_evidence_packet_v0"]
+    values = sum(len(r["payload"]["results"]) for r in packets)
+    assert board.count('data-kind="value"') == values
+    assert len(re.findall(r'data-kind="value"><title>[^<]+ value [0-9.]+, seed \d+, attempt',
+                          board)) == values
+
+
+def test_the_published_story_and_board_show_the_log_as_it_ended(
+        finished: tuple[Path, dict[str, Any]]) -> None:
+    """After every lane stopped, the driver publishes both once more as the narrator: nothing
+    but those publications follows the snapshot the published files pin."""
+    directory, out = finished
+    log = records(directory)
+    assert [(r["schema_version"], r["agent_id"], r["payload"]["surface"]) for r in log[-2:]] == [
+        ("publication_v0", "narr", "story"), ("publication_v0", "narr", "board")]
+    last_work = max(r["seq"] for r in log if r["schema_version"] not in (
+        "publication_v0", "publication_preview_v0"))
+    stop = next(r["seq"] for r in log if r["schema_version"] == "campaign_transition_v0"
+                and r["payload"]["to_state"] == "stopped")
+    for surface, path in (("story", out["story"]), ("board", out["board"])):
+        [last] = [r for r in log if r["schema_version"] == "publication_v0"
+                  and r["payload"]["surface"] == surface][-1:]
+        assert last["agent_id"] == "narr" and last["seq"] > stop
+        assert last["payload"]["head_seq"] >= last_work  # nothing happened after it but this
+        data = Path(path).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == last["payload"]["output_sha256"]
+    board = Path(out["board"]).read_text()
+    assert "Campaign stopped: the stop policy&#x27;s maximum number of iterations" in board
+    assert "(maximum_iterations_reached)" in board
+    # The first screen the owner is asked to approve is the one these publications held back.
+    held_back = [r["payload"] for r in log if r["schema_version"] == "publication_v0"][-1]
+    if held_back["first_screen_status"] == "held_back":
+        [preview] = [r["payload"] for r in log if r["schema_version"] == "publication_preview_v0"
+                     and r["payload"]["preview_id"] == out["pending_preview"]]
+        assert preview["first_screen_sha256"] == held_back["held_back_sha256"]
 
 
 def test_a_killed_executor_does_not_stop_the_campaign(tmp_path: Path) -> None:

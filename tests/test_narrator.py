@@ -226,17 +226,20 @@ def parse(text: str) -> Page:
 
 def test_the_board_shows_three_columns_with_the_expected_cards(fixed: Fixed) -> None:
     page = parse(render(fixed.c.ledger, "board", "html").text)
+    # The fourth column: every live hypothesis, from the frontier (promoted and retired ones
+    # have no next action).
     assert page.columns == {"promotion": ["h-wide", "h-norm"],
-                            "retirement": ["h-wider", "h-deep"], "retry": ["h-drop"]}
-    assert [h for h in page.h2 if h != "Candidates"][:3] == [
-        "Worth merging", "Retired, or to retire", "Needs another turn"]
+                            "retirement": ["h-wider", "h-deep"], "retry": ["h-drop"],
+                            "next": ["h-drop", "h-deep", "h-norm"]}
+    assert [h for h in page.h2 if h != "Candidates"][:4] == [
+        "Worth merging", "Retired, or to retire", "Needs another turn", "Next actions"]
 
 
 def test_every_card_links_to_its_evidence_in_the_page(fixed: Fixed) -> None:
     text = render(fixed.c.ledger, "board", "html").text
     page = parse(text)
     cards = re.findall(r'<a class="card" href="#([^"]+)" data-hypothesis="([^"]+)"', text)
-    assert len(cards) == 5
+    assert len(cards) == 8  # five candidates or decided, three live with a next action
     for target, hypothesis in cards:
         assert target in page.ids
         assert re.search(f'<h3 id="{target}">{hypothesis}</h3>', text)
@@ -258,9 +261,11 @@ def test_the_board_draws_the_graph_and_the_frontier(fixed: Fixed) -> None:
     graph = text.split('id="graph"')[1].split("</section>")[0]
     states = re.findall(r'<g class="node" data-state="([a-z_]+)"', graph)
     assert states == ["promoted", "retired", "needs_retry", "contradicted", "at_promotion_gate"]
-    # h-wide: 2 attempts, 2 judgements, 1 decision.
+    # h-wide: an attempt and its judgement on dev, then on held-out, then the decision, in
+    # log order: a record's kind is its glyph's shape.
     first = graph.split('<g class="node"')[1].split('<g class="node"')[0]
-    assert first.count("<circle") == 5
+    assert re.findall(r'class="mark" data-shape="([a-z]+)"', first) == [
+        "box", "circle", "diamond", "circle", "diamond", "star"]
     frontier = text.split('id="frontier"')[1].split("</section>")[0]
     assert re.findall(r"<tr><td>(h-[a-z]+)</td><td>([a-z_]+)</td>", frontier) == [
         ("h-wide", "promoted"), ("h-wider", "retired"), ("h-drop", "needs_retry"),
@@ -281,6 +286,225 @@ def test_text_from_records_is_escaped_in_html() -> None:
     text = render(f.c.ledger, "board", "html").text
     assert "<img" not in text and "<b>bold" not in text
     assert "&lt;img src=&quot;https://example.com/x.png&quot;&gt; &amp; &lt;b&gt;" in text
+
+
+# -- the board a person reads: legends, hover titles, the campaign's state, next actions and
+# -- the metric over time ---------------------------------------------------------------------
+
+def between(text: str, start: str, end: str = "</section>") -> str:
+    return text.split(start, 1)[1].split(end, 1)[0]
+
+
+def drawn(fragment: str, cls: str) -> set[tuple[str, str, str]]:
+    """(shape, stroke, fill) of every element whose class list holds ``cls``."""
+    out = set()
+    for attrs in re.findall(r"<(?:rect|circle|path|polygon)\s([^>]*)>", fragment):
+        a = dict(re.findall(r'([\w-]+)="([^"]*)"', attrs))
+        if cls in a.get("class", "").split():
+            out.add((a["data-shape"], a["stroke"], a["fill"]))
+    return out
+
+
+def test_every_colour_and_shape_the_board_draws_has_a_legend_entry_and_no_more() -> None:
+    from loopx.narrator.legend import STATE_COLOURS
+
+    for f in (fixed_campaign(), measured_campaign()):
+        text = render(f.c.ledger, "board", "html").text
+        cards = between(text, 'id="candidates"')
+        edges = set(re.findall(r'<a class="card"[^>]*style="border-left-color:(#[0-9a-f]{6})"',
+                               cards))
+        swatches = set(re.findall(r'class="swatch card"[^>]*border-left-color:(#[0-9a-f]{6})',
+                                  between(cards, 'data-legend="cards"', "</div>")))
+        assert edges and edges == swatches
+        for section_id, legend in (("graph", "graph"), ("charts", "charts")):
+            part = between(text, f'id="{section_id}"')
+            marks = drawn(part.split('data-legend="')[0] if section_id == "graph" else
+                          part.split('<div class="charts">')[1], "mark")
+            keys = drawn(between(part, f'data-legend="{legend}"', "</ul>"), "key-mark")
+            assert marks and marks == keys, (section_id, marks ^ keys)
+    # One colour per state, so a colour names its state.
+    assert len(set(STATE_COLOURS.values())) == len(STATE_COLOURS)
+
+
+def test_a_legend_says_what_each_glyph_means(fixed: Fixed) -> None:
+    text = render(fixed.c.ledger, "board", "html").text
+    graph = between(text, 'data-legend="graph"', "</ul>")
+    words = re.findall(r'<li class="key" title="([^"]+)">', graph)
+    assert {"promoted", "retired", "needs retry", "contradicted", "at promotion gate",
+            "judgement: supports", "judgement: contradicts", "decision: promoted",
+            "decision: retired", "attempt, scored"} <= set(words)
+    assert any(w.startswith("refines") for w in words)
+    assert any(w.startswith("attempt without a score") for w in words)  # h-drop's failure
+
+
+def test_every_card_and_mark_has_a_hover_title_and_a_long_name_is_never_lost() -> None:
+    f = fixed_campaign()
+    long_title = "A much longer title than any box can hold, about width and depth together"
+    f.r.propose("h-long", title=long_title)
+    text = render(f.c.ledger, "board", "html").text
+    titles = re.findall(r'<a class="card"[^>]* title="([^"]+)"', text)
+    assert len(titles) == text.count('<a class="card"') and "h-drop: Dropout before the " \
+        "head (needs another attempt)" in titles
+    for svg in re.findall(r"<svg [^>]*class=\"(?:graph|chart)\".*?</svg>", text):
+        # Every mark holds its title; a hypothesis' box is titled by the group around it.
+        marks = re.findall(r'<(rect|circle|path|polygon)\s[^>]*class="mark[^"]*" '
+                           r'data-shape="([a-z]+)"[^>]*?(/?)>(<title>)?', svg)
+        assert marks and all(closed == "" and title for _, shape, closed, title in marks
+                             if shape != "box")
+        nodes = re.findall(r'<g class="node".*?</g>', svg)
+        assert all("<title>" in node for node in nodes)
+        assert len(nodes) == sum(1 for _, shape, *_ in marks if shape == "box")
+    graph = between(text, 'id="graph"')
+    box = graph.split("h-long: ", 1)[1].split("</g>")[0]
+    shown = box.split("<")[0]
+    assert shown.endswith("\u2026") and len(shown) < len(long_title)  # cut short on the box
+    assert f"<title>h-long: {long_title}: proposed, not yet run</title>" in box
+    # ... and the box links to the evidence, which gives the whole title.
+    target = re.findall(r'<a href="#([^"]+)"><g class="node"', graph)[-1]
+    assert f'<h3 id="{target}">h-long</h3><p class="full-title">{long_title}</p>' in text
+
+
+def test_the_campaigns_state_and_stop_reason_come_right_after_the_first_screen() -> None:
+    from lanes_support import campaign
+
+    from loopx.testing.research import CONTRACT, ResearchLoop
+
+    c = campaign()
+    r = ResearchLoop(c.ledger, c.owner)
+    r.contract({**CONTRACT, "stop_policy": {"max_iterations": 1}})
+    r.supported("h-wide", DEV_GOOD, HELDOUT_GOOD, title="Wider hidden layer")
+    r.supported("h-other", DEV_GOOD, None, title="Another idea")
+    decide(c.ledger, r.agents["ev"], "h-wide", "promoted", decision_id="d-wide")
+    text = render(c.ledger, "board", "html").text
+    page = parse(text)
+    assert page.ids.index("status") == page.ids.index("top") + 1
+    status = between(text, 'id="status"')
+    assert ("Campaign stopped: the stop policy&#x27;s maximum number of iterations (decisions) "
+            "was reached (maximum_iterations_reached). 1 iteration (decisions) of the 1 the "
+            "stop policy allows.") in status
+    assert "1 promoted, 0 retired, 1 open" in status
+    # Nothing but the narrator works now: the next-action column says so.
+    column = between(text, 'data-column="next"', '<div class="legend"')
+    assert "the campaign is stopped, so no role but the narrator takes work now" in column
+    assert 'data-hypothesis="h-other"' in column
+
+
+def test_the_next_actions_are_the_frontiers_for_every_live_hypothesis(fixed: Fixed) -> None:
+    from loopx.narrator.board import ACTION_WORDS
+    from loopx.projections import frontier
+
+    text = render(fixed.c.ledger, "board", "html").text
+    column = between(text, 'data-column="next"', '<div class="legend"')
+    cards = dict(re.findall(r'data-hypothesis="(h-[a-z]+)".*?next: (.*?)</span>', column))
+    live = [r for r in frontier(fixed.view()) if r.state not in ("promoted", "retired")]
+    assert list(cards) == [r.hypothesis_id for r in live]
+    for row in live:
+        assert row.next_action and row.next_role
+        assert cards[row.hypothesis_id] == (f"{ACTION_WORDS[row.next_action]} "
+                                            f"({row.next_action}), by the {row.next_role} role")
+    assert "why: 2 attempt(s) left" in column  # the frontier's own words
+
+
+def chart_of(text: str, hypothesis: str) -> str:
+    [svg] = re.findall(rf'<svg [^>]*class="chart"[^>]*data-hypothesis="{hypothesis}".*?</svg>',
+                       text)
+    return svg
+
+
+def points(svg: str, kind: str) -> list[tuple[float, float, str]]:
+    """(x, y, hover title) of each mark of ``kind`` in a chart."""
+    out = []
+    for tag, title in re.findall(rf'<((?:circle|rect|polygon|path)[^>]*data-kind="{kind}"[^>]*)>'
+                                 r"<title>([^<]*)</title>", svg):
+        a = dict(re.findall(r'([\w-]+)="([^"]*)"', tag))
+        if "d" in a:
+            x, y = (float(v) for v in a["d"][1:].split()[:2])
+        elif "cx" in a:
+            x, y = float(a["cx"]), float(a["cy"])
+        elif "points" in a:
+            x, y = (float(v) for v in a["points"].split()[0].split(","))
+        else:
+            x = float(a["x"]) + float(a["width"]) / 2
+            y = float(a["y"]) + float(a["height"]) / 2
+        out.append((x, y, unescape(title)))
+    return out
+
+
+def test_each_hypothesis_has_a_chart_of_every_value_in_log_order(fixed: Fixed) -> None:
+    view = fixed.view()
+    text = render(fixed.c.ledger, "board", "html").text
+    charts = between(text, 'id="charts"')
+    assert re.findall(r'class="chart" role="img" data-hypothesis="(h-[a-z]+)"', charts) == [
+        "h-wide", "h-wider", "h-drop", "h-deep", "h-norm"]
+    for hid, entry in view["hypotheses"].items():
+        svg = chart_of(charts, hid)
+        values = [(p, s, seed, v) for p in entry["packets"]
+                  for s, _, seed, v in view["packets"][p]["results"]]
+        drawn_points = points(svg, "value")
+        assert len(drawn_points) == len(values), hid
+        for (_, _, title), (packet, split, seed, value) in zip(
+                sorted(drawn_points), values, strict=True):
+            # In log order, left to right; each names its split, value, seed and packet.
+            assert (f"{hid}: {'held-out' if split == 'heldout' else split} value "
+                    f"{number(value)}, seed {seed}, attempt 1 ({packet}, seq "
+                    f"{view['packets'][packet]['seq']})") == title
+        # A higher value is drawn higher (SVG's y grows downward).
+        by_value = sorted(drawn_points, key=lambda p: float(p[2].split(" value ")[1].split(",")[0]))
+        assert [p[1] for p in by_value] == sorted((p[1] for p in by_value), reverse=True)
+        # The assumed baseline: a labelled line.
+        assert svg.count('data-kind="assumed"') == 1 and ">assumed baseline 0.9</text>" in svg
+    # h-drop's failed attempt has no value: a mark of its own, at its place in the log.
+    [(_, _, failed)] = points(chart_of(charts, "h-drop"), "no-value")
+    assert failed.startswith("h-drop: attempt 1 failed, no value (rec_")
+
+
+def test_a_measured_baseline_is_charted_as_its_own_values(measured: Fixed) -> None:
+    view = measured.view()
+    text = render(measured.c.ledger, "board", "html").text
+    charts = between(text, 'id="charts"')
+    assert 'data-hypothesis="base"' not in charts  # the baseline is in every chart, not its own
+    base = [v for p in view["hypotheses"]["base"]["packets"]
+            for *_, v in view["packets"][p]["results"]]
+    svg = chart_of(charts, "h-good")
+    marks = points(svg, "baseline")
+    assert len(marks) == len(base) == 6 and 'data-kind="assumed"' not in svg
+    assert all(t.startswith("measured baseline base: ") for *_, t in marks)
+    # The baseline ran before h-good: its marks are to the left of every value of h-good.
+    assert max(x for x, *_ in marks) < min(x for x, *_ in points(svg, "value"))
+    assert "against the baseline measured by hypothesis base" in charts
+
+
+def test_every_charted_number_is_registered_with_its_packet(measured: Fixed) -> None:
+    numbers = render(measured.c.ledger, "board", "html").story.numbers
+    payloads = {r["record_id"]: r["payload"] for r, _ in measured.c.ledger.store.read()}
+    check_numbers(numbers, payloads.__getitem__)
+    registered = {(n["record_id"], n["field"]) for n in numbers if "derived" not in n}
+    view = measured.view()
+    for pid, packet in view["packets"].items():
+        for i in range(len(packet["results"])):
+            assert (pid, f"results.{i}.value") in registered
+            assert (pid, f"results.{i}.seed") in registered
+
+
+def test_a_private_packet_is_never_charted() -> None:
+    from loopx.todos import add_todos
+
+    f = fixed_campaign()
+    add_todos(f.c.ledger, f.r.agents["ev"], [{
+        "todo_id": "dev-secret", "title": "again", "role": "research_executor",
+        "action_kind": "run_dev_eval", "assigned_to": "ex", "hypothesis_id": "h-drop"}])
+    todo_id, epoch = f.r._claim("ex")
+    f.c.ledger.append({"todo_id": todo_id, "epoch": epoch, "visibility": "private",
+                       "payload": {"hypothesis_id": "h-drop", "status": "scored", "attempt": 2,
+                                   "results": [{"split": "dev", "metric": "acc", "seed": 0,
+                                                "value": 0.8765432}]}},
+                      creds=f.r.agents["ex"], kind="auto_research_evidence_packet_v0")
+    text = render(f.c.ledger, "board", "html").text
+    assert "0.8765" not in text
+    svg = chart_of(text, "h-drop")
+    assert points(svg, "value") == [] and len(points(svg, "no-value")) == 1
+    assert "h-drop: Dropout before the head" in text
+    assert "1 private attempt(s) not drawn" in between(text, 'id="charts"')
 
 
 # -- the first-screen gate ------------------------------------------------------------------
@@ -429,7 +653,7 @@ def test_an_empty_campaign_renders_and_says_so() -> None:
     assert "No research contract has been written yet." in text
     assert "No hypotheses yet." in text and "- Nothing has been promoted." in text
     page = parse(render(c.ledger, "board", "html").text)
-    assert page.columns == {"promotion": [], "retirement": [], "retry": []}
+    assert page.columns == {"promotion": [], "retirement": [], "retry": [], "next": []}
 
 
 def test_the_first_screen_gate_of_a_hypothesis_follows_approved_previews() -> None:
@@ -688,7 +912,8 @@ def test_retirements_are_worded_honestly(measured: Fixed) -> None:
     page = parse(board)
     assert page.columns == {"promotion": ["h-good"],
                             "retirement": ["h-gone", "h-null", "h-worse", "h-flaky"],
-                            "retry": ["h-flat"]}
+                            "retry": ["h-flat"], "next": ["h-null", "h-worse", "h-flat",
+                                                          "h-flaky"]}
     states = dict(re.findall(r'data-hypothesis="(h-[a-z]+)" data-state="([a-z_]+)"', board))
     assert (states["h-null"], states["h-flaky"]) == ("no_effect_found", "retry_exhausted")
     card = board.split('data-hypothesis="h-null"')[1].split("</a>")[0]

@@ -3,7 +3,10 @@ processes, progress from the log as it grows, and a summary when the campaign st
 
 The driver acts as the owner only to set up (profiles with short leases, agents and their
 tokens, the first two todos); from then on the lanes share nothing but the workspace, and the
-driver only reads the log.
+driver only reads the log, until every lane has stopped. Then it publishes the final story and
+board as the narrator (its token, the same checked tools the narrator lane calls): a lane may
+still append after the narrator's last turn (an executor finishing the claim it held when the
+campaign stopped), and the published page must show the log as it ended.
 """
 
 from __future__ import annotations
@@ -279,6 +282,37 @@ def _stop(lane: Lane) -> None:
             pass
 
 
+def publish_final(root: Path, agents: dict[str, tuple[str, Path]],
+                  show: Callable[[str], None]) -> list[dict[str, Any]]:
+    """After every lane stopped: preview a changed first screen for the owner (unless one
+    waits already) and publish the story and the board, as the narrator would, through the
+    tool registry with the narrator's token. Returns what ``story.publish`` returned."""
+    from loopx.checks import Credentials
+    from loopx.narrator.first_screen import pending_preview, screen_sha256
+    from loopx.narrator.publish import render
+    from loopx.tools import ToolContext, call
+    from loopx.workspace import find_workspace
+
+    narrator = next(a for a, (role, _) in agents.items() if role == "product_narrator")
+    token = agents[narrator][1].read_text().strip()
+    ctx = ToolContext(find_workspace(root), Credentials(narrator, token))
+    published = []
+    try:
+        held_back = render(ctx.ledger, "story", "md", workspace_root=root).choice.held_back
+        if held_back is not None and pending_preview(ctx.view(),
+                                                     screen_sha256(held_back)) is None:
+            call("story.preview", ctx, {})
+        for name, surface, fmt in (("story.md", "story", "md"), ("board.html", "board", "html")):
+            done = call("story.publish", ctx, {"out": str(root / "public" / name),
+                                               "surface": surface, "format": fmt})
+            published.append(done)
+            show(f"after every lane stopped: {narrator} published the final {surface} at seq "
+                 f"{done['head']['seq']} ({done['first_screen']['status']})")
+    finally:
+        ctx.close()
+    return published
+
+
 def summarize(report: DemoReport, lanes: list[Lane]) -> None:
     """Note the campaign's end state, its decisions, its publications and a verify of the log
     in ``report``."""
@@ -318,5 +352,6 @@ def run_demo(options: DemoOptions, show: Callable[[str], None]) -> DemoReport:
     lanes = start_lanes(root, agents, options)
     report = DemoReport(root)
     watch(report, lanes, options, show)
+    publish_final(root, agents, show)
     summarize(report, lanes)
     return report

@@ -6,7 +6,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from loopx.narrator import svg, words
+from loopx.narrator import board, chart, svg, words
+from loopx.narrator.legend import Legend, card_key
 from loopx.narrator.markdown import anchor
 from loopx.narrator.reader import number, signed
 
@@ -14,37 +15,53 @@ CSS = """
 *{box-sizing:border-box}
 body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1f2328;
 background:#f6f8fa}
-main{max-width:1180px;margin:0 auto;padding:24px}
+main{max-width:1240px;margin:0 auto;padding:24px}
 header.first{background:#fff;border:1px solid #d0d7de;border-radius:10px;padding:24px 28px;
-margin-bottom:24px}
-header.first h1{margin:0 0 8px;font-size:28px}
-header.first p.headline{font-size:18px;margin:0 0 16px}
+margin-bottom:16px}
+header.first h1{margin:0 0 8px;font-size:28px;overflow-wrap:anywhere}
+header.first p.headline{font-size:18px;margin:0 0 16px;overflow-wrap:anywhere}
 a.cta{display:inline-block;background:#1f6feb;color:#fff;padding:8px 16px;border-radius:6px;
 text-decoration:none;font-weight:600}
-p.anchor{color:#57606a;font-size:12px;margin:14px 0 0;word-break:break-all}
+p.anchor{color:#57606a;font-size:12px;margin:14px 0 0;overflow-wrap:anywhere}
 section{background:#fff;border:1px solid #d0d7de;border-radius:10px;padding:16px 24px;
-margin-bottom:24px}
+margin-bottom:24px;overflow-wrap:break-word}
+section.status{padding:10px 24px;border-left:4px solid #57606a}
+section.status p{margin:2px 0}
 h2{font-size:20px;margin:4px 0 12px}
 h3{font-size:16px;margin:16px 0 6px}
 code,.id{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px;
-word-break:break-all}
-.columns{display:grid;grid-template-columns:repeat(3,1fr);gap:16px}
-.column{background:#f6f8fa;border-radius:8px;padding:12px;min-height:120px}
+overflow-wrap:anywhere}
+.columns{display:grid;grid-template-columns:repeat(4,minmax(0,1fr));gap:14px}
+.column{background:#f6f8fa;border-radius:8px;padding:12px;min-height:120px;min-width:0}
 .column h2{font-size:16px;margin:0}
 .column p.meaning{color:#57606a;font-size:13px;margin:2px 0 10px}
-.card{display:block;background:#fff;border:1px solid #d0d7de;border-left:4px solid #1f6feb;
+.card{display:block;background:#fff;border:1px solid #d0d7de;border-left:5px solid #6e7781;
 border-radius:6px;padding:10px 12px;margin-bottom:10px;color:inherit;text-decoration:none}
-.card:hover{border-color:#1f6feb}
-.retirement .card{border-left-color:#8c959f}
-.retry .card{border-left-color:#d4a72c}
+.card:hover{border-top-color:#1f6feb;border-right-color:#1f6feb;border-bottom-color:#1f6feb}
 .card .title{font-weight:600;display:block}
-.card .meta{font-size:12px;color:#57606a;display:block}
+.card .meta,figcaption .meta{font-size:12px;color:#57606a;display:block}
 .empty{color:#57606a;font-size:13px}
+.legend{font-size:12px;color:#57606a;margin:10px 0 0}
+.legend ul{list-style:none;padding:0;margin:4px 0 0;display:flex;flex-wrap:wrap;gap:4px 16px}
+.legend li{display:flex;align-items:center;gap:6px;color:#1f2328}
+.swatch{flex:none;display:inline-block;vertical-align:middle}
+.swatch.card{width:14px;height:16px;background:#fff;border:1px solid #d0d7de;
+border-left:5px solid;border-radius:2px}
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(340px,100%),1fr));
+gap:14px;margin-top:12px}
+figure.chart{margin:0;background:#fff;border:1px solid #d8dee4;border-radius:8px;padding:8px 10px}
+figcaption{font-size:13px;margin-bottom:4px}
+svg.chart{display:block;width:100%;max-width:480px;height:auto}
 table{border-collapse:collapse;width:100%;font-size:13px}
 th,td{text-align:left;padding:6px 8px;border-bottom:1px solid #d8dee4;vertical-align:top}
-.scroll{overflow-x:auto}
+.scroll{overflow-x:auto;max-width:100%}
 ul{padding-left:20px}
 .tree li{margin:2px 0}
+p.full-title{margin:-4px 0 6px;color:#57606a}
+@media (max-width:1100px){.columns{grid-template-columns:repeat(2,minmax(0,1fr))}}
+@media (max-width:800px){.columns{grid-template-columns:minmax(0,1fr)}main{padding:10px}
+section{padding:12px 14px}header.first{padding:16px}header.first h1{font-size:22px}
+header.first p.headline{font-size:16px}}
 """
 
 
@@ -152,6 +169,7 @@ def _evidence(doc: dict[str, Any]) -> str:
             parts.append(f'<p>Record <span class="id">{h["record_id"]}</span> is private; its '
                          "evidence is not published.</p>")
             continue
+        parts.append(f'<p class="full-title">{escape(h["title"])}</p>')
         lines = [escape(line) for line in words.evidence_lines(h)]
         parts.append(_li(lines, ""))
     return "".join(parts) + "</section>"
@@ -204,7 +222,7 @@ def _risks(doc: dict[str, Any]) -> str:
             + "</section>")
 
 
-def _card(kind: str, c: dict[str, Any]) -> str:
+def _card(kind: str, c: dict[str, Any], legend: Legend) -> str:
     title = "private hypothesis" if c["private"] else c["title"]
     meta = [words.label(c), words.state_words(c)]
     heldout = c.get("heldout")
@@ -224,34 +242,56 @@ def _card(kind: str, c: dict[str, Any]) -> str:
                  if depth == 0]
     if kind == "retry":
         meta.append(f"{c['attempts_left']} attempt(s) left")
-    meta.append(f"rests on {len(c['rests_on'])} record(s)")
+    if kind == "next":
+        meta = [words.label(c), words.state_words(c), "next: " + board.action_words(c)]
+        if c["detail"]:
+            meta.append(f"why: {c['detail']}")
+    else:
+        meta.append(f"rests on {len(c['rests_on'])} record(s)")
+    return _card_link(c, title, meta, legend)
+
+
+def _card_link(c: dict[str, Any], title: str, meta: list[str], legend: Legend) -> str:
+    """A card: its edge in its state's colour (noted in ``legend``), the full title on hover."""
+    key = legend.use(card_key(c["state"]))
+    hover = f"{words.label(c)}: {title} ({words.state_words(c)})"
     return (f'<a class="card" href="#{anchor(c)}" data-hypothesis="{escape(words.label(c))}" '
-            f'data-state="{escape(c["state"])}"><span class="title">{escape(title)}</span>'
+            f'data-state="{escape(c["state"])}" style="border-left-color:{key.stroke}" '
+            f'title="{escape(hover)}"><span class="title">{escape(title)}</span>'
             + "".join(f'<span class="meta">{escape(m)}</span>' for m in meta) + "</a>")
 
 
 # The board's columns: what is worth merging (promoted, or a candidate awaiting its decision),
-# what was or is to be retired (negative results of every kind, kept as evidence), and what
-# needs another executor turn. Every hypothesis with a decision or a candidacy has one column;
-# the others (in progress, or the measured baseline) are on the frontier and the graph.
+# what was or is to be retired (negative results of every kind, kept as evidence), what needs
+# another executor turn, and who acts next on every live hypothesis (the frontier's next
+# action). Every hypothesis with a decision or a candidacy is in one of the first three.
 COLUMNS = (("promotion", "Worth merging", "promoted, or every gate passed and awaiting a decision"),
            ("retirement", "Retired, or to retire", "worse than the baseline, no effect found, "
                                                    "invalid or repeated: negative results, "
                                                    "kept as evidence"),
            ("retry", "Needs another turn", "another bounded dev attempt: the last one failed "
-                                           "or found nothing yet"))
+                                           "or found nothing yet"),
+           ("next", "Next actions", "each live hypothesis' next action and the role that "
+                                    "takes it, from the frontier"))
 
 
 def _columns(doc: dict[str, Any]) -> str:
-    decided = {"promotion": doc["promoted"], "retirement": doc["retired"], "retry": []}
+    decided = {"promotion": doc["promoted"], "retirement": doc["retired"], "retry": [],
+               "next": []}
+    found = {**doc["candidates"], "next": doc.get("next_actions", [])}
+    legend = Legend("cards")
     parts = ['<section id="candidates"><h2>Candidates</h2><div class="columns">']
     for kind, title, meaning in COLUMNS:
-        items = decided[kind] + doc["candidates"][kind]
-        cards = "".join(_card(kind, c) for c in items)
+        items = decided[kind] + found[kind]
+        if kind == "next" and doc["campaign"]["state"] in board.TERMINAL:
+            meaning += (f"; the campaign is {doc['campaign']['state']}, so no role but the "
+                        "narrator takes work now")
+        cards = "".join(_card(kind, c, legend) for c in items)
         parts.append(f'<div class="column {kind}" id="{kind}-candidates" data-column="{kind}">'
-                     f"<h2>{title}</h2><p class=\"meaning\">{meaning}</p>"
+                     f"<h2>{title}</h2><p class=\"meaning\">{escape(meaning)}</p>"
                      + (cards or '<p class="empty">None.</p>') + "</div>")
-    return "".join(parts) + "</div></section>"
+    return ("".join(parts) + "</div>"
+            + legend.html("Each card's left edge is its hypothesis' state:") + "</section>")
 
 
 def _frontier(doc: dict[str, Any]) -> str:
@@ -268,12 +308,16 @@ def _frontier(doc: dict[str, Any]) -> str:
 def _graph(doc: dict[str, Any], graph: dict[str, Any]) -> str:
     node_of = {n["record_id"]: n["id"] for n in graph["nodes"] if n["kind"] == "hypothesis"}
     rows = [{"node": node_of[h["key"]], "parent_node": node_of.get(h["parent"] or ""),
-             "depth": h["depth"], "state": h["state"]} for h in doc["hypotheses"]]
+             "depth": h["depth"], "state": h["state"], "state_words": words.state_words(h),
+             "href": anchor(h)} for h in doc["hypotheses"]]
     names = {node_of[h["key"]]: words.label(h) + ("" if h["private"] else f": {h['title']}")
              for h in doc["hypotheses"]}
+    legend = Legend("graph")
+    picture = svg.render(graph, rows, names, legend)
     return ('<section id="graph"><h2>The evidence graph</h2><p>Each box is a hypothesis '
-            "(its border colour is its state); each dot a record about it.</p>"
-            f'<div class="scroll">{svg.render(graph, rows, names)}</div></section>')
+            "(its border colour is its state; hover for its full name, click for its "
+            "evidence); each mark beside it a record about it, in log order.</p>"
+            f'<div class="scroll">{picture}</div>' + legend.html("Key:") + "</section>")
 
 
 def render_story(doc: dict[str, Any]) -> str:
@@ -284,8 +328,10 @@ def render_story(doc: dict[str, Any]) -> str:
 
 
 def render_board(doc: dict[str, Any], graph: dict[str, Any], extra_head: str = "") -> str:
-    """The board: the first screen, three candidate columns, the disclosure and the analysis
-    plan, the graph picture, the frontier and the evidence each card links to."""
+    """The board: the first screen, the campaign's state, the candidate and next-action
+    columns, a metric chart per hypothesis, the disclosure and the analysis plan, the graph
+    picture, the frontier and the evidence each card links to."""
     return _page(doc["first_screen"]["title"], [
-        _first_screen(doc), _columns(doc), _disclosure(doc), _plan(doc), _graph(doc, graph),
-        _frontier(doc), _outcomes(doc), _evidence(doc), _risks(doc)], extra_head)
+        _first_screen(doc), board.status(doc), _columns(doc), chart.section(doc.get("charts")),
+        _disclosure(doc), _plan(doc), _graph(doc, graph), _frontier(doc), _outcomes(doc),
+        _evidence(doc), _risks(doc)], extra_head)

@@ -17,7 +17,7 @@ from typing import Any
 from loopx.campaign_state import current_contract
 from loopx.control import first_heldout
 from loopx.findings import finding_groups
-from loopx.narrator import disclosure
+from loopx.narrator import board_data, disclosure
 from loopx.narrator.reader import SAFE_TYPES, Quoted, Reader, Story, judgement, number, signed
 from loopx.projections import Row, candidates, final_heldout, frontier
 from loopx.research_state import counts
@@ -45,8 +45,7 @@ def build(view: View, head_seq: int, head_hash: str) -> Story:
         "anchor": {"head_seq": head_seq,
                    "head_hash": r.typed(head_hash, "sha256", "head", "head_hash")},
         "contract": contract,
-        "campaign": {"state": status["state"], "stop_reasons": list(status["stop_reasons"]),
-                     "iteration": status["iteration"]},
+        "campaign": _campaign(r, view, status),
         "disclosure": disclosed,
         "hypotheses": hypotheses,
         "promoted": [_outcome(h) for h in hypotheses if h["state"] == "promoted"],
@@ -54,12 +53,28 @@ def build(view: View, head_seq: int, head_hash: str) -> Story:
         "candidates": _candidates(r, view, candidates(view, rows), shown, by_id),
         "findings": _findings(r, view),
         "risks": _risks(hypotheses, status, disclosed),
+        # Only the board shows these: a chart per hypothesis, and who acts next.
+        "charts": board_data.charts(r, view, hypotheses),
+        "next_actions": board_data.next_actions(r, view, hypotheses, by_id),
     }
     story.doc["first_screen"] = first_screen(story.doc)
     return story
 
 
 # -- sections ---------------------------------------------------------------------------------
+
+def _campaign(r: Reader, view: View, status: dict[str, Any]) -> dict[str, Any]:
+    """The campaign's state, its stop reasons, and its iterations (decisions) against the stop
+    policy's limit when a public contract sets one."""
+    contract = current_contract(view)
+    limit = None
+    if contract is not None and contract.get("visibility") != "private":
+        limit = r.num(contract["stop_policy"]["max_iterations"], contract["record_id"],
+                      "stop_policy.max_iterations")
+    return {"state": status["state"], "stop_reasons": list(status["stop_reasons"]),
+            "iteration": status["iteration"],
+            "iterations": view["campaign"]["iterations"]["count"], "max_iterations": limit}
+
 
 def _contract(r: Reader, c: dict[str, Any] | None, private: set[str]) -> dict[str, Any] | None:
     if c is None:

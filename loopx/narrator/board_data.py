@@ -1,0 +1,106 @@
+"""What the board shows beyond the story, as data read from folded state: each hypothesis'
+values of the contract's metric in log order (for its chart, with the baseline it is measured
+against), and each live hypothesis' next action and the role that takes it (the frontier's).
+
+Every value is registered with the packet and field it came from (``results.I.value``,
+``results.I.seed``, ``attempt``), every free text with its record and field, like the rest of
+the story. Private hypotheses and private packets are never charted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loopx.campaign_state import current_contract
+from loopx.narrator.reader import Reader
+from loopx.projections import Row
+
+View = dict[str, Any]
+FINISHED = ("promoted", "retired")
+
+
+def _packets(r: Reader, view: View, hid: str, metric: str) -> tuple[list[dict[str, Any]], int]:
+    """A hypothesis' public packets in log order, each with its values of ``metric``; and how
+    many private packets were left out."""
+    out, hidden = [], 0
+    for pid in view["hypotheses"][hid]["packets"]:
+        p = view["packets"].get(pid)
+        if p is None:
+            continue
+        if p.get("visibility") == "private":
+            hidden += 1
+            continue
+        rid = r.rid(pid)
+        values = [{"split": split, "seed": r.num(seed, rid, f"results.{i}.seed"),
+                   "value": r.num(value, rid, f"results.{i}.value")}
+                  for i, (split, name, seed, value) in enumerate(p["results"])
+                  if name == metric]
+        if p["status"] == "scored" and not values:
+            continue  # scored on other metrics only: nothing to draw on this chart
+        out.append({"packet_id": rid, "seq": p["seq"], "status": p["status"],
+                    "attempt": r.num(p["attempt"], rid, "attempt"), "values": values})
+    return out, hidden
+
+
+def charts(r: Reader, view: View, hypotheses: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Per public hypothesis (tree order; the measured baseline has none of its own), its
+    packets and their values of the contract's metric, and the baseline: the contract's
+    scalar (assumed) or the measured baseline hypothesis' packets. None without a public
+    contract."""
+    contract = current_contract(view)
+    if contract is None or contract.get("visibility") == "private":
+        return None
+    rid, metric = contract["record_id"], contract["metric"]
+    name = metric["name"]
+    measured = metric.get("baseline_hypothesis")
+    baseline: dict[str, Any]
+    if measured is None:
+        baseline = {"kind": "assumed",
+                    "value": r.num(metric["baseline"], rid, "metric.baseline")}
+    else:
+        entry = view["hypotheses"].get(measured)
+        if entry is not None and entry.get("visibility") == "private":
+            baseline = {"kind": "measured", "private": True, "packets": []}
+        else:
+            packets = _packets(r, view, measured, name)[0] if entry is not None else []
+            baseline = {"kind": "measured", "private": False, "packets": packets,
+                        "hypothesis_id": r.text(measured, rid, "metric.baseline_hypothesis")}
+    out = []
+    for h in hypotheses:
+        if h["private"] or h["state"] == "baseline":
+            continue
+        packets, hidden = _packets(r, view, str(h["hypothesis_id"]), name)
+        out.append({"key": h["key"], "hypothesis_id": h["hypothesis_id"], "title": h["title"],
+                    "private": False, "state": h["state"],
+                    "state_words": h.get("state_words"), "packets": packets,
+                    "hidden": hidden})
+    return {"metric": r.text(name, rid, "metric.name"), "direction": metric["direction"],
+            "baseline": baseline, "hypotheses": out}
+
+
+def next_actions(r: Reader, view: View, hypotheses: list[dict[str, Any]],
+                 rows: dict[str, Row]) -> list[dict[str, Any]]:
+    """Each live hypothesis (neither promoted nor retired), in tree order, with the frontier's
+    next action, the role that takes it and the frontier's words on why. The measured baseline
+    is listed only while an executor has a todo measuring it."""
+    private = {hid for hid, e in view["hypotheses"].items() if e.get("visibility") == "private"}
+    by_key = {e["record_id"]: hid for hid, e in view["hypotheses"].items()}
+    out = []
+    for h in hypotheses:
+        if h["state"] in FINISHED:
+            continue
+        hid = by_key[h["key"]]
+        row = rows[hid]
+        if h["state"] == "baseline" and row.next_role is None:
+            continue
+        key = h["key"]
+        item: dict[str, Any] = {
+            "key": key, "hypothesis_id": h["hypothesis_id"], "title": h["title"],
+            "private": h["private"], "state": h["state"], "state_words": h.get("state_words"),
+            "action": r.optional(row.next_action, key, "frontier.next_action"),
+            "role": r.optional(row.next_role, key, "frontier.next_role"), "detail": None}
+        # The frontier's words may name todos, agents and other hypotheses: never a private one.
+        if not h["private"] and row.detail and not any(p in row.detail for p in private):
+            item["detail"] = r.text(row.detail, key, "frontier.detail")
+        out.append(item)
+    return out
