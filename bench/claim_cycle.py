@@ -209,7 +209,8 @@ def run_loopx(pool: Pool, run_dir: Path, procs: int, cycles: int) -> tuple[float
     agents = [f"exec-{i}" for i in range(procs)]
     tokens = [register_agent(ledger, owner, agent_id=a, role=ROLE)[1] for a in agents]
     todos = [{"todo_id": f"t-{i:05d}", "title": "bench todo", "role": ROLE,
-              "action_kind": "run_dev_eval"} for i in range(procs * cycles)]
+              "action_kind": "run_dev_eval", "hypothesis_id": f"h-{i:05d}"}
+             for i in range(procs * cycles)]
     for i in range(0, len(todos), MAX_BATCH):
         add_todos(ledger, owner, todos[i:i + MAX_BATCH])
     ledger.store.close()

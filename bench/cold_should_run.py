@@ -58,7 +58,8 @@ def build(root: Path, records: int) -> Path:
     todos = max(records // 10, 20)
     for start in range(0, todos, 500):
         add_todos(ledger, owner, [{"todo_id": f"t{n:06d}", "title": f"todo {n}",
-                                   "role": "research_executor", "action_kind": "run_dev_eval"}
+                                   "role": "research_executor", "action_kind": "run_dev_eval",
+                                   "hypothesis_id": f"h{n:06d}"}
                                   for n in range(start, min(start + 500, todos))])
     cycles = max(records // 100, 5)
     for n in range(cycles):

@@ -42,7 +42,8 @@ cat > todos.json <<'EOF'
  {"todo_id": "dev-w128", "title": "Dev eval: hidden width 128", "role": "research_executor",
   "action_kind": "run_dev_eval", "hypothesis_id": "h-w128", "estimated_cost": {"experiments": 1}},
  {"todo_id": "sweep", "title": "Sweep five widths", "role": "research_executor",
-  "action_kind": "run_dev_eval", "priority": 9, "estimated_cost": {"experiments": 5}}]
+  "action_kind": "run_dev_eval", "hypothesis_id": "h-sweep", "priority": 9,
+  "estimated_cost": {"experiments": 5}}]
 EOF
 step todo add --file todos.json --agent-id owner --token-file owner.token
 step quota should-run --agent-id prop --token-file prop.token --claim

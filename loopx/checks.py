@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from loopx.errors import (
+    FieldProblem,
     Forbidden,
     LoopxError,
+    RecordRejected,
     Refused,
     ResearchRefused,
     StaleLease,
@@ -30,6 +32,7 @@ from loopx.research_checks import (
     check_evaluation_claim,
     check_hypothesis,
 )
+from loopx.research_state import EVALUATION_SPLITS
 from loopx.scope import OWNER_ROLE, action_of, allowed
 from loopx.should_run import blockers, live_holdings, quota_left, select
 from loopx.successors import successor_todos
@@ -267,6 +270,12 @@ def _check_todo(lanes: LaneState, who: Identity, record: dict[str, Any]) -> None
     if p["action_kind"] not in target["actions"]:
         raise Refused(f"todo {todo_id!r}: role {role!r} does not take action "
                       f"{p['action_kind']!r} (it takes {', '.join(target['actions']) or 'none'})")
+    if p["action_kind"] in EVALUATION_SPLITS and p.get("hypothesis_id") is None:
+        # An evaluation todo reads a split for one hypothesis: without one, its packet could
+        # name any hypothesis and its successors (judge, held-out) would name none.
+        raise RecordRejected([FieldProblem(
+            "payload.hypothesis_id", f"todo {todo_id!r}: a {p['action_kind']} todo evaluates a "
+            "hypothesis and must name it (`loopx todo add --hypothesis ID`)")], context="todo")
     if not who.is_owner and role not in lanes["profiles"][who.role]["adds_todos_for"]:
         raise Forbidden(who.role, "todo_item_v0", "add",
                         why=f"it may not add todos for role {role!r}")

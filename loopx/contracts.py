@@ -102,6 +102,39 @@ def parse_setting(text: str) -> tuple[str, Any]:
     return path.strip(), value
 
 
+def scope_settings(*, baseline_hypothesis: str | None = None, protected: tuple[str, ...] = (),
+                   protected_commit: str | None = None, editable: tuple[str, ...] = (),
+                   dev_location: str | None = None,
+                   heldout_location: str | None = None) -> list[tuple[str, Any]]:
+    """``contract init``'s scope, split-location and measured-baseline flags as dotted-path
+    settings (applied like ``--set``, before it, with or without ``--file``).
+
+    Raises:
+        UsageProblem: an empty value, naming its option.
+    """
+    from loopx.errors import UsageProblem
+
+    named = [("--baseline-hypothesis", baseline_hypothesis),
+             ("--protected-commit", protected_commit), ("--dev-location", dev_location),
+             ("--heldout-location", heldout_location), *(("--protected", p) for p in protected),
+             *(("--editable", e) for e in editable)]
+    for option, value in named:
+        if value is not None and not value.strip():
+            raise UsageProblem(f"{option} must not be empty")
+    out: list[tuple[str, Any]] = []
+    for path, value in (("metric.baseline_hypothesis", baseline_hypothesis),
+                        ("protected_commit", protected_commit),
+                        ("evaluation.dev.location", dev_location),
+                        ("evaluation.heldout.location", heldout_location)):
+        if value is not None:
+            out.append((path, value))
+    if protected:
+        out.append(("protected_scope", list(protected)))
+    if editable:
+        out.append(("editable_scope", list(editable)))
+    return out
+
+
 def apply_settings(payload: dict[str, Any], settings: list[tuple[str, Any]]) -> dict[str, Any]:
     """A copy of ``payload`` with each dotted path set (the model then checks every field)."""
     out = copy.deepcopy(payload)

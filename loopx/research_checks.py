@@ -88,7 +88,7 @@ def _check_packet(view: View, who: Identity, record: Record) -> None:
     entry = _entry(view, hid, "the packet")
     todo = view["todos"].get(record["todo_id"] or "")
     if todo is not None and todo["hypothesis_id"] not in (None, hid):
-        raise Refused(f"the packet is for {hid!r} but todo {todo['todo_id']!r} "
+        raise Refused(f"the packet is for {hid!r} but todo {record['todo_id']!r} "
                       f"works on {todo['hypothesis_id']!r}")
     heldout_todo = todo is not None and todo["action_kind"] == HELDOUT_ACTION
     heldout = any(r["split"] == "heldout" for r in p["results"])

@@ -20,7 +20,9 @@ def add_todos(ledger: Ledger, creds: Credentials, payloads: list[dict[str, Any]]
     """Add todos as one batch. ``under`` is the (todo id, epoch) the writer holds, if any.
 
     Raises:
-        RecordRejected: a malformed todo; Forbidden: the role may not add todos for that role;
+        RecordRejected: a malformed todo, or an evaluation todo (``run_dev_eval``,
+        ``run_holdout_eval``, ``retry_attempt``) without its ``hypothesis_id`` (nothing of the
+        batch is written); Forbidden: the role may not add todos for that role;
         Refused: a duplicate id, an unknown role, action, assignee or blocker.
     """
     envelope: dict[str, Any] = {}

@@ -45,7 +45,9 @@ class Campaign:
 
     def todo(self, todo_id: str, role: str = "research_executor",
              action_kind: str = "run_dev_eval", **payload: Any) -> None:
-        """Add one todo as the owner."""
+        """Add one todo as the owner (an evaluation todo names a hypothesis, h1 by default)."""
+        if action_kind in ("run_dev_eval", "run_holdout_eval", "retry_attempt"):
+            payload.setdefault("hypothesis_id", "h1")
         add_todos(self.ledger, self.owner, [{"todo_id": todo_id, "title": f"do {todo_id}",
                                              "role": role, "action_kind": action_kind,
                                              **payload}])

@@ -117,6 +117,49 @@ def test_cli_refusals_name_the_problem_and_write_nothing(ws: dict[str, Any]) -> 
     assert verify_store(find_workspace(ws["root"]).store()).ok
 
 
+def test_contract_init_takes_scope_splits_and_a_measured_baseline_as_flags(
+        ws: dict[str, Any]) -> None:
+    t = ws["tokens"]
+    base = ("contract", "init", "--agent-id", "cur", "--prompt", "Beat the baseline.",
+            "--metric", "acc", "--direction", "maximize", "--seeds", "0,1")
+    refused(ws, 2, "missing --baseline", *base, token=t["cur"])
+    refused(ws, 2, "--protected must not be empty", *base, "--baseline", "0.9", "--protected",
+            "eval/", "--protected", " ", token=t["cur"])
+    refused(ws, 2, "--heldout-location must not be empty", *base, "--baseline", "0.9",
+            "--heldout-location", "", token=t["cur"])
+    err = refused(ws, 2, "protected_commit", *base, "--baseline", "0.9", "--protected-commit",
+                  "main", token=t["cur"])
+    assert [p["field"] for p in err["problems"]] == ["payload.protected_commit"]
+    pin = "0123456789abcdef0123456789abcdef01234567"
+    made = loopx(ws["root"], *base, "--baseline-hypothesis", "base", "--protected", "eval/",
+                 "--protected", "data/**", "--protected-commit", pin, "--editable", "train.py",
+                 "--dev-location", "data/dev.csv", "--heldout-location", "/srv/heldout",
+                 "--set", "evaluation.dev.location=elsewhere", "--json", token=t["cur"])
+    assert made.returncode == 0, made.stdout + made.stderr
+    with find_workspace(ws["root"]).store() as store:
+        stored = store.get(json.loads(made.stdout)["seq"])["payload"]
+    assert stored["protected_scope"] == ["eval/", "data/**"]
+    assert stored["editable_scope"] == ["train.py"] and stored["protected_commit"] == pin
+    assert stored["metric"]["baseline_hypothesis"] == "base"
+    assert stored["evaluation"]["dev"]["location"] == "elsewhere"  # --set is applied last
+    assert stored["evaluation"]["heldout"]["location"] == "/srv/heldout"
+    shown = json.loads(loopx(ws["root"], "contract", "show", "--json").stdout)["contract"]
+    assert shown["evaluation"]["heldout"]["location"].startswith("(withheld")
+    text = loopx(ws["root"], "contract", "show").stdout
+    assert "from the measured baseline base" in text
+
+
+def test_contract_init_flags_apply_over_a_file(ws: dict[str, Any], tmp_path: Path) -> None:
+    source = tmp_path / "contract.json"
+    source.write_text(json.dumps(CONTRACT))
+    dry = loopx(ws["root"], "contract", "init", "--file", str(source), "--protected", "eval/",
+                "--heldout-location", "/srv/h", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    contract = json.loads(dry.stdout)["contract"]
+    assert contract["protected_scope"] == ["eval/"]
+    assert contract["evaluation"]["heldout"]["location"] == "/srv/h"
+
+
 def start(root: Path, agent_id: str, token: str, *extra: str) -> subprocess.Popen[str]:
     env = {**os.environ, "LOOPX_TOKEN": token}
     return subprocess.Popen([sys.executable, str(WORKER), str(root), "--agent-id", agent_id,

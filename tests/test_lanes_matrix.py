@@ -205,7 +205,7 @@ def draft(c: Campaign, role: str, agent: str, kind: str, action: str,
         targets = PROFILES.get(role, {}).get("adds_todos_for") or ["research_executor"]
         target = PROFILES[targets[0]]
         return {"payload": {"todo_id": "new", "title": "t", "role": targets[0],
-                            "action_kind": target["actions"][0]}}
+                            "action_kind": target["actions"][0], "hypothesis_id": "h1"}}
     if kind == "auto_research_lane_claim_v1":
         return {"todo_id": "free", "epoch": 1,
                 "payload": {"capability_token": role,

@@ -46,7 +46,8 @@ def test_eight_processes_claim_2000_todos_each_exactly_once(tmp_path: Path) -> N
               for i in range(AGENTS)}
     for start_at in range(0, TODOS, 500):
         add_todos(ledger, owner, [{"todo_id": f"t{n:04d}", "title": f"todo {n}",
-                                   "role": "research_executor", "action_kind": "run_dev_eval"}
+                                   "role": "research_executor", "action_kind": "run_dev_eval",
+                                   "hypothesis_id": f"h{n:04d}"}
                                   for n in range(start_at, start_at + 500)])
     procs = {agent: start(tmp_path, agent, token) for agent, token in tokens.items()}
     for proc in procs.values():
@@ -91,7 +92,8 @@ def test_sigkilled_claimant_expires_and_its_late_completion_is_refused(tmp_path:
     # loaded machine where each CLI subprocess can take a second or more.
     ttl = 6.0
     add_todos(ledger, owner, [{"todo_id": "t1", "title": "long job", "role": "research_executor",
-                               "action_kind": "run_dev_eval", "lease_ttl_seconds": ttl}])
+                               "action_kind": "run_dev_eval", "hypothesis_id": "h1",
+                               "lease_ttl_seconds": ttl}])
     proc = start(tmp_path, "victim", victim_token, "--hold")
     go(proc)
     assert proc.stdout is not None

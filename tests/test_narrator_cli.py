@@ -135,9 +135,9 @@ def test_bad_requests_are_usage_errors_and_write_nothing(ws: dict[str, Any]) -> 
     assert no_agent.returncode == 2
     assert "--agent-id" in json.loads(no_agent.stdout)["message"]
     assert loopx(root, "story", "--format", "pdf").returncode == 2
-    missing_dir = loopx(root, "story", "--out", str(ws["out"] / "no" / "s.md"),
-                        "--agent-id", "narr", token=ws["narr"])
-    assert missing_dir.returncode == 2 and "does not exist" in missing_dir.stderr
+    through_file = loopx(root, "story", "--out", str(root / "AGENTS.md" / "s.md"),
+                         "--agent-id", "narr", token=ws["narr"])
+    assert through_file.returncode == 2 and "is a file, not a directory" in through_file.stderr
     both = loopx(root, "board", "--serve", "--out", "b.html")
     assert both.returncode == 2
     wrong_role = loopx(root, "story", "--out", str(ws["out"] / "s.md"), "--agent-id", "owner",

@@ -47,7 +47,7 @@ VALID: dict[str, dict[str, Any]] = {
         "direction": "maximize", "rule": "welch_one_sided", "verdict": "supports",
     },
     "todo_item_v0": {"todo_id": "t1", "title": "t", "role": "research_executor",
-                     "action_kind": "run_dev_eval"},
+                     "action_kind": "run_dev_eval", "hypothesis_id": "h1"},
     "auto_research_lane_claim_v1": {"capability_token": "research_executor",
                                     "lease_ttl_seconds": 60.0},
     "todo_event_v0": {"event": "heartbeat"},
@@ -132,7 +132,8 @@ def fresh_ledger() -> Lanes:
          "action_kind": "propose_hypothesis", "assigned_to": "a1",
          "lease_ttl_seconds": LONG_LEASE},
         {"todo_id": "claimer-work", "title": "run", "role": "research_executor",
-         "action_kind": "run_dev_eval", "assigned_to": "claimer", "lease_ttl_seconds": 60.0}])
+         "action_kind": "run_dev_eval", "hypothesis_id": "h1", "assigned_to": "claimer",
+         "lease_ttl_seconds": 60.0}])
     assert should_run(ledger, "a1", claim=True, creds=proposer)["claimed"]
     tied = executor.tie({})
     writers: dict[str, Any] = {

@@ -86,8 +86,32 @@ def append(ctx: click.Context, kind: str | None, source: str, agent_id: str,
                        f"head {last['hash'][:16]}")
 
 
+def _complete_kind(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    from loopx.records.registry import kind_names
+
+    return [k for k in kind_names() if k.startswith(incomplete)]
+
+
+def _known_kinds(kinds: tuple[str, ...]) -> tuple[str, ...]:
+    """The ``--kind`` values, each a registered record kind (else a usage error naming the
+    nearest kinds, or every kind when none is near)."""
+    import difflib
+
+    from loopx.records.registry import kind_names
+
+    known = kind_names()
+    for kind in kinds:
+        if kind not in known:
+            near = difflib.get_close_matches(kind, known, n=3, cutoff=0.6)
+            listed = (f"did you mean {', '.join(near)}?" if near
+                      else f"known kinds: {', '.join(known)}")
+            raise UsageProblem(f"--kind {kind!r} is not a record kind; {listed}")
+    return kinds
+
+
 @cli.command()
-@click.option("--kind", "-k", "kinds", multiple=True, metavar="KIND", help="Only these kinds (repeatable).")
+@click.option("--kind", "-k", "kinds", multiple=True, metavar="KIND",
+              shell_complete=_complete_kind, help="Only these kinds (repeatable).")
 @click.option("--since", type=click.IntRange(min=0), default=0, metavar="SEQ",
               help="Only records after SEQ.")
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N records.")
@@ -98,6 +122,7 @@ def log(ctx: click.Context, kinds: tuple[str, ...], since: int, limit: int | Non
     """List records in commit order (JSON Lines of the stored records with --json)."""
     from loopx.canonical import dumps
 
+    kinds = _known_kinds(kinds)
     with workspace_of(ctx).store() as store:
         start = store.seek(since) if since else None
         shown = 0

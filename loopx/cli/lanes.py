@@ -15,6 +15,7 @@ from loopx.cli.app import (
     json_arg,
     json_option,
     parse_under,
+    role_option,
     run_tool,
     token_file_option,
     token_output,
@@ -30,7 +31,7 @@ def agent() -> None:
 
 @agent.command("register")
 @click.option("--agent-id", required=True, metavar="ID", help="The new agent's id.")
-@click.option("--role", required=True, metavar="ROLE", help="The role it is granted.")
+@role_option("The role it is granted.", required=True)
 @click.option("--quota", type=click.IntRange(min=0), metavar="N",
               help="Claims this agent may make (overrides the role's claim_quota; 0 = no limit).")
 @click.option("--note", metavar="TEXT", help="A short note kept with the grant.")
@@ -98,7 +99,7 @@ def todo() -> None:
 @todo.command("add")
 @click.option("--todo-id", metavar="ID", help="The new todo's id.")
 @click.option("--title", metavar="TEXT", help="One line saying what to do.")
-@click.option("--role", metavar="ROLE", help="The role that may take it.")
+@role_option("The role that may take it.")
 @click.option("--action", "action_kind", metavar="KIND", help="Its action kind (one of the role's actions).")
 @click.option("--text", default="", metavar="TEXT", help="Longer instructions.")
 @click.option("--assign", "assigned_to", metavar="AGENT", help="Only this agent may take it.")
@@ -154,7 +155,7 @@ def todo_add(ctx: click.Context, todo_id: str | None, title: str | None, role: s
 
 
 @todo.command("list")
-@click.option("--role", metavar="ROLE", help="Only this role's todos.")
+@role_option("Only this role's todos.")
 @click.option("--state", "states", multiple=True, metavar="STATE",
               help="Only todos in this state (repeatable): open, blocked, claimed, expired, "
                    "completed, failed.")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +23,8 @@ from loopx.errors import UsageProblem
 
 out_option = click.option(
     "--out", type=click.Path(dir_okay=False, path_type=Path), metavar="PATH",
-    help="Publish to this file, with a publication record (needs the narrator's token). "
-         "Without it, the text is printed and nothing is recorded.")
+    help="Publish to this file (missing directories are created), with a publication record "
+         "(needs the narrator's token). Without it, the text is printed and nothing is recorded.")
 publisher_option = click.option(
     "--agent-id", envvar="LOOPX_AGENT_ID", metavar="ID",
     help="The publishing narrator (env LOOPX_AGENT_ID); needed with --out.")
@@ -33,6 +35,30 @@ def _screen_note(out: dict[str, Any]) -> str:
     if gate["status"] != "held_back":
         return f"first screen {gate['status'].replace('_', ' ')}"
     return f"first screen held back: {gate['reason']}"
+
+
+@contextmanager
+def _out_directory(out: Path) -> Iterator[None]:
+    """Create the missing directories above ``out``; if publishing then fails, remove the ones
+    created here again (nothing is left behind by a refused publication)."""
+    missing = [d for d in (out.parent, *out.parent.parents) if not d.exists()]
+    blocking = next((d for d in (out.parent, *out.parent.parents) if d.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+        raise UsageProblem(f"--out {out}: {blocking} is a file, not a directory")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageProblem(f"--out {out}: cannot create the directory {out.parent}: "
+                           f"{exc.strerror}") from None
+    try:
+        yield
+    except BaseException:
+        for directory in missing:  # deepest first
+            try:
+                directory.rmdir()
+            except OSError:
+                break  # not empty (something else wrote there): leave it
+        raise
 
 
 def _render_or_publish(ctx: click.Context, surface: str, fmt: str, out: Path | None,
@@ -50,8 +76,9 @@ def _render_or_publish(ctx: click.Context, surface: str, fmt: str, out: Path | N
     if not agent_id:
         raise UsageProblem("--out publishes a record: give the narrator's --agent-id "
                            "(or LOOPX_AGENT_ID) and its token")
-    published = run_tool(ctx, "story.publish", Publish(str(out), surface, fmt),
-                         credentials(agent_id, token_file))
+    creds = credentials(agent_id, token_file)
+    with _out_directory(out):
+        published = run_tool(ctx, "story.publish", Publish(str(out), surface, fmt), creds)
     emit(as_json, published,
          f"{published['publication_id']}: {surface} ({fmt}) written to {out}, "
          f"{published['output_bytes']} bytes, sha256 {published['output_sha256'][:16]}; "

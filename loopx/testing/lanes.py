@@ -39,7 +39,8 @@ def executor_writer(ledger: Ledger, owner_token: str, agent_id: str) -> Writer:
     todo_id = f"{agent_id}-work"
     add_todos(ledger, owner, [{"todo_id": todo_id, "title": f"work of {agent_id}",
                                "role": "research_executor", "action_kind": "run_dev_eval",
-                               "assigned_to": agent_id, "lease_ttl_seconds": LONG_LEASE}])
+                               "hypothesis_id": "h1", "assigned_to": agent_id,
+                               "lease_ttl_seconds": LONG_LEASE}])
     creds = Credentials(agent_id, token)
     decision = should_run(ledger, agent_id, claim=True, creds=creds)
     assert decision["claimed"] and decision["todo"]["todo_id"] == todo_id, decision
