@@ -30,11 +30,12 @@ import json
 import os
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from loopx.errors import WorkspaceError
-from loopx.leases import add_seconds, seconds_between
+from loopx.leases import add_seconds
 from loopx.store.base import Encoded, Record
 from loopx.store.quarantine import STORE_AGENT
 
@@ -64,13 +65,19 @@ class Stamp:
     flag: dict[str, Any] | None = None
 
 
+_boot: list[str | None] = []  # read once per process: the boot id cannot change under it
+
+
 def host_monotonic() -> tuple[str, int] | None:
     """(boot id, CLOCK_BOOTTIME in ns) on Linux; None where the host offers no such clock."""
-    try:
-        boot_id = _BOOT_ID.read_text().strip()
-        return boot_id, time.clock_gettime_ns(time.CLOCK_BOOTTIME)
-    except (OSError, AttributeError):
-        return None
+    if not _boot:
+        try:
+            _boot.append(_BOOT_ID.read_text().strip() if hasattr(time, "CLOCK_BOOTTIME")
+                         else None)
+        except OSError:
+            _boot.append(None)
+    boot_id = _boot[0]
+    return None if boot_id is None else (boot_id, time.clock_gettime_ns(time.CLOCK_BOOTTIME))
 
 
 def stamp(anchor: Anchor | None, head_ts: str | None, wall: str,
@@ -86,11 +93,12 @@ def stamp(anchor: Anchor | None, head_ts: str | None, wall: str,
     if anchor is None or anchor.boot_id != boot_id or mono_ns < anchor.mono_ns:
         return Stamp(floor(wall), Anchor(boot_id, mono_ns, wall))
     age = (mono_ns - anchor.mono_ns) / 1e9
-    expected = add_seconds(anchor.ts, age)
     slack = bound + RATE * age
-    offset = seconds_between(expected, wall)
+    # Every append takes this path: plain seconds, no timestamp formatting until needed.
+    offset = _seconds(wall) - _seconds(anchor.ts) - age
     if abs(offset) <= slack:
         return Stamp(floor(wall), Anchor(boot_id, mono_ns, wall, anchor.flagged_offset))
+    expected = add_seconds(anchor.ts, age)
     edge = add_seconds(expected, slack if offset > 0 else -slack)
     flag = None
     seen = anchor.flagged_offset
@@ -106,31 +114,45 @@ def stamp(anchor: Anchor | None, head_ts: str | None, wall: str,
     return Stamp(floor(edge), kept, flag)
 
 
+def _seconds(ts: str) -> float:
+    """A store timestamp as seconds since the epoch (exact to the microsecond it carries)."""
+    return datetime.fromisoformat(ts[:-1]).replace(tzinfo=UTC).timestamp()
+
+
 class AnchorFile:
-    """The anchor beside the log, read and rewritten in place by the lock holder."""
+    """The anchor beside the log, read and rewritten in place by the lock holder through one
+    descriptor kept open (an append must not pay for opening it)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._fd: int | None = None
+
+    def _open(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        return self._fd
 
     def read(self) -> Anchor | None:
         """The anchor, or None if there is none or it cannot be read (torn, foreign)."""
         try:
-            data = json.loads(self.path.read_bytes().strip() or b"null")
-            seen = data.get("flagged_offset")
-            return Anchor(str(data["boot_id"]), int(data["mono_ns"]), str(data["ts"]),
-                          None if seen is None else float(seen))
-        except (OSError, ValueError, KeyError, TypeError):
+            fields = os.pread(self._open(), _SIZE, 0).decode().split()
+            boot_id, mono_ns, ts, seen = fields
+            return Anchor(boot_id, int(mono_ns), ts, None if seen == "-" else float(seen))
+        except (OSError, ValueError):
             return None
 
     def write(self, anchor: Anchor) -> None:
-        """Rewrite the anchor (no fsync: after a crash the boot id changes anyway)."""
-        line = json.dumps({"boot_id": anchor.boot_id, "mono_ns": anchor.mono_ns,
-                           "ts": anchor.ts, "flagged_offset": anchor.flagged_offset}).encode()
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
-        try:
-            os.pwrite(fd, line.ljust(_SIZE), 0)
-        finally:
-            os.close(fd)
+        """Rewrite the anchor (no fsync: after a crash the boot id changes anyway). One line,
+        ``boot-id monotonic-ns ts flagged-offset`` (``-`` for none), padded to a fixed size."""
+        seen = "-" if anchor.flagged_offset is None else repr(anchor.flagged_offset)
+        line = f"{anchor.boot_id} {anchor.mono_ns} {anchor.ts} {seen}\n".encode()
+        os.pwrite(self._open(), line.ljust(_SIZE), 0)
+
+    def close(self) -> None:
+        """Close the descriptor (a later read or write opens it again)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def skew_setting(config: Path) -> float:

@@ -464,3 +464,4 @@ class FileStore(Store):
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd, self._fd_segment = None, None
+            self._anchor.close()
