@@ -74,3 +74,9 @@ def plan_version(view: dict[str, Any]) -> int:
     """The number of the plan version in force (0 before any contract)."""
     plan = current_plan(view)
     return 0 if plan is None else int(plan["version"])
+
+
+def attempt_limit(view: dict[str, Any]) -> int:
+    """The attempts a hypothesis has under the plan in force (3 before any contract)."""
+    plan = current_plan(view)
+    return (plan["plan"]["promotion_policy.max_attempts"] if plan else None) or 3

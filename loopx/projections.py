@@ -20,7 +20,7 @@ from loopx.gates import (
     gates,
     relied_packets,
 )
-from loopx.plan import current_plan
+from loopx.plan import attempt_limit
 from loopx.research_state import baseline_hypothesis, counts, dev_attempts
 
 __all__ = ["GATES", "RETIRE_REASONS", "STATES", "Gate", "Row", "candidates", "control_words",
@@ -63,11 +63,6 @@ def _todos(view: View, hypothesis_id: str) -> list[dict[str, Any]]:
     todos = view["todos"]
     return [{**todos[t], "todo_id": t}
             for t in view["hypothesis_todos"].get(hypothesis_id, ()) if t in todos]
-
-
-def _max_attempts(view: View) -> int:
-    plan = current_plan(view)
-    return (plan["plan"]["promotion_policy.max_attempts"] if plan else None) or 3
 
 
 def promotion_blockers(view: View, entry: dict[str, Any],
@@ -120,7 +115,7 @@ def _retirements(view: View, entry: dict[str, Any], gate_rows: dict[str, Gate]
         out["no_effect_found"] = ([final["event_id"]], "the final held-out judgement found no "
                                   f"effect{control_words(final)}")
     attempts = dev_attempts(view, entry)
-    limit = _max_attempts(view)
+    limit = attempt_limit(view)
     if len(attempts) >= limit and not dev_ok and gate_rows["heldout"].status != "passed":
         used = f"{len(attempts)} of {limit} attempt(s) used"
         refs = [p["packet_id"] for p in attempts]
@@ -157,7 +152,7 @@ def _retry(view: View, entry: dict[str, Any]) -> dict[str, Any] | None:
     if not attempts or final_heldout(view, entry) is not None:
         return None
     last = attempts[-1]
-    left = _max_attempts(view) - len(attempts)
+    left = attempt_limit(view) - len(attempts)
     dev = entry["judgements"].get("dev")
     judged_last = (counts(view, dev) and dev is not None
                    and dev["packet_ids"][-1:] == [last["packet_id"]]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from loopx.campaign_state import current_contract
 from loopx.control import first_heldout
 from loopx.errors import Refused, ResearchRefused
-from loopx.plan import current_plan, plan_version
+from loopx.plan import attempt_limit, current_plan, plan_version
 from loopx.research_state import (
     EVALUATION_SPLITS,
     HELDOUT_ACTION,
@@ -142,7 +142,7 @@ def _check_attempts(view: View, entry: dict[str, Any]) -> None:
     plan = current_plan(view)
     if plan is None:
         return
-    limit = plan["plan"]["promotion_policy.max_attempts"] or 3
+    limit = attempt_limit(view)
     used = dev_attempts(view, entry)
     if len(used) >= limit:
         raise ResearchRefused(
@@ -292,8 +292,7 @@ def moot_evaluation(view: View, todo: dict[str, Any]) -> str | None:
         if final is not None and counts(view, final):
             return f"judged on held-out data at seq {final['seq']}, which is final"
         return None
-    plan = current_plan(view)
-    limit = (plan["plan"]["promotion_policy.max_attempts"] if plan else None) or 3
+    limit = attempt_limit(view)
     if len(dev_attempts(view, entry)) >= limit:
         return f"out of attempts ({limit} used under the plan in force)"
     return None

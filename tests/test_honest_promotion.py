@@ -75,6 +75,14 @@ def claim_heldout(r: ResearchLoop, hid: str, todo_id: str) -> tuple[str, int]:
     return todo_id, got["todo"]["epoch"]
 
 
+def claim_around_should_run(r: ResearchLoop, todo_id: str) -> None:
+    """An executor appends a claim of ``todo_id`` itself, as should-run would not hand it out."""
+    r.ledger.append({"todo_id": todo_id, "epoch": 1, "payload": {
+        "hypothesis_id": "h1", "capability_token": "research_executor",
+        "lease_ttl_seconds": 900.0, "via": "explicit"}}, creds=r.agents["ex"],
+        kind="auto_research_lane_claim_v1")
+
+
 def packet(hid: str, split: str, values: list[float], seeds: tuple[int, ...] = (0, 1, 2)
            ) -> dict[str, Any]:
     return {"hypothesis_id": hid, "status": "scored",
@@ -131,10 +139,7 @@ def test_the_first_heldout_judgement_is_final() -> None:
                                           "hypothesis_id": "h1"}])
     assert should_run(r.ledger, "ex")["reason"] == "no_eligible_todo"
     with pytest.raises(Refused, match="which is final"):
-        r.ledger.append({"todo_id": "again", "epoch": 1, "payload": {
-            "hypothesis_id": "h1", "capability_token": "research_executor",
-            "lease_ttl_seconds": 900.0, "via": "explicit"}}, creds=r.agents["ex"],
-            kind="auto_research_lane_claim_v1")
+        claim_around_should_run(r, "again")
 
 
 def test_a_heldout_judgement_covers_every_heldout_packet_and_pays_for_each_look() -> None:
@@ -225,10 +230,7 @@ def test_every_scored_attempt_counts_toward_the_limit() -> None:
                                           "hypothesis_id": "h1"}])
     assert should_run(r.ledger, "ex")["reason"] == "no_eligible_todo"
     with pytest.raises(Refused, match="out of attempts .2 used under the plan in force."):
-        r.ledger.append({"todo_id": "third", "epoch": 1, "payload": {
-            "hypothesis_id": "h1", "capability_token": "research_executor",
-            "lease_ttl_seconds": 900.0, "via": "explicit"}}, creds=r.agents["ex"],
-            kind="auto_research_lane_claim_v1")
+        claim_around_should_run(r, "third")
     decide(r.ledger, r.agents["ev"], "h1", "retired", reason="no_effect_found")
     assert row(view(r), "h1").state == "retired"
 
