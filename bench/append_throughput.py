@@ -5,7 +5,7 @@ What it measures
     'spawn') each commit a fixed number of batches to one log. Two implementations run in
     the same temp directory, back to back, in alternating order each repetition:
 
-    loopx     ``loopx.store.file.FileStore(dir)`` with its defaults (durable=True: it
+    loopx     ``loopx.kernel.store.file.FileStore(dir)`` with its defaults (durable=True: it
               fdatasyncs after every append). Each run gets a fresh store directory made with
               ``FileStore(dir).create()`` plus one first record, written before the clock starts.
     baseline  per append: ``fcntl.flock(LOCK_EX)`` on a lock file, one ``os.write`` of the
@@ -54,9 +54,9 @@ GOAL = "bench"
 
 
 def template_record(detail_bytes: int) -> dict:
-    """One unsealed rollout_event_v0 record, as loopx.records.registry.prepare makes it for an
+    """One unsealed rollout_event_v0 record, as loopx.kernel.kinds.prepare makes it for an
     executor agent writing under its claimed todo (so the line is as long as a real one)."""
-    from loopx.records.registry import Author, new_record_id, prepare
+    from loopx.kernel.kinds import Author, new_record_id, prepare
 
     author = Author(goal_id=GOAL, agent_id="w1", lane_role="research_executor",
                     capability=new_record_id(), authenticated=True)
@@ -67,8 +67,8 @@ def template_record(detail_bytes: int) -> dict:
 
 def sealed_line_length(template: dict, at_seq: int) -> int:
     """Bytes of the stored line (newline included) of ``template`` sealed as record ``at_seq``."""
-    from loopx.canonical import now_ts
-    from loopx.store.base import Cursor, seal
+    from loopx.kernel.canonical import now_ts
+    from loopx.kernel.store.base import Cursor, seal
 
     head = Cursor(seq=at_seq - 1, hash="0" * 64, ts=None)
     return len(seal([[template]], head, now_ts()).data)
@@ -86,7 +86,7 @@ def percentile(values: list[float], q: float) -> float:
 def worker(conn, barrier, detail_bytes: int) -> None:
     """Wait for ('run', impl, path, batch, appends, line_len, writer) jobs; run each after the
     barrier (``writer`` is (agent id, token, todo id, epoch) for 'checked', else None)."""
-    import loopx.store.file  # noqa: F401  (imported before any timing)
+    import loopx.kernel.store.file  # noqa: F401  (imported before any timing)
 
     template = template_record(detail_bytes)
     conn.send("up")
@@ -103,10 +103,10 @@ def worker(conn, barrier, detail_bytes: int) -> None:
 
 def run_job(job: tuple, barrier, template: dict) -> tuple[float, float, float]:
     """One timed run in a worker; returns (monotonic start, monotonic end, median latency)."""
-    from loopx.ledger import Ledger
-    from loopx.records.registry import new_record_id
-    from loopx.store.base import encode
-    from loopx.store.file import FileStore
+    from loopx.kernel.ledger import Ledger
+    from loopx.kernel.kinds import new_record_id
+    from loopx.kernel.store.base import encode
+    from loopx.kernel.store.file import FileStore
 
     _, impl, path, batch, appends, line_len, writer = job
     lat: list[float] = []
@@ -127,7 +127,7 @@ def run_job(job: tuple, barrier, template: dict) -> tuple[float, float, float]:
     elif impl == "checked":
         # The whole checked path from a draft: schema validation, authentication, the write
         # checks (scope, the todo's lease and epoch), encoding, commit, fsync.
-        from loopx.checks import Credentials
+        from loopx.kernel.checks import Credentials
 
         agent_id, token, todo_id, epoch = writer
         creds = Credentials(agent_id, token)
@@ -235,8 +235,8 @@ def fsync_samples(path: Path, line_len: int, n: int) -> list[float]:
 def run_loopx(pool: Pool, run_dir: Path, template: dict, procs: int, batch: int,
               appends: int) -> tuple[float, float, float]:
     """One loopx run; returns (records/s, median append latency, measured bytes per record)."""
-    from loopx.records.registry import new_record_id
-    from loopx.store.file import FileStore
+    from loopx.kernel.kinds import new_record_id
+    from loopx.kernel.store.file import FileStore
 
     path = run_dir / "loopx"
     setup = FileStore(path)
@@ -261,7 +261,7 @@ def run_checked(pool: Pool, run_dir: Path, procs: int, batch: int,
 
     workspace, owner_token = init_workspace(run_dir / "checked", GOAL)
     with workspace.store() as store:
-        from loopx.ledger import Ledger
+        from loopx.kernel.ledger import Ledger
 
         ledger = Ledger(store)
         writers = []

@@ -17,8 +17,8 @@ What it measures
     (b')   small log, checkpoint 100 records behind its head
     (a')   small log, no checkpoint (for contrast: without one, cost follows log length)
 
-    A checkpoint at seq K is made by folding the log with ``loopx.fold.advance`` from
-    ``State.initial()`` up to K and writing it with ``loopx.checkpoint.save_checkpoint``. The
+    A checkpoint at seq K is made by folding the log with ``loopx.kernel.fold.advance`` from
+    ``State.initial()`` up to K and writing it with ``loopx.kernel.checkpoint.save_checkpoint``. The
     checkpoint file is deleted before every measured run and re-written (from the in-memory
     state) for the cases that use one, so no run benefits from a checkpoint another run left.
     The measured process uses a huge ``checkpoint_every`` so ``state()`` does not save a
@@ -59,8 +59,8 @@ CHILD_FLAG = "--child"
 
 def child(store_dir: str, checkpoint: str, checkpoint_every: int) -> None:
     """Time opening a Ledger and calling state(); print one JSON line."""
-    from loopx.ledger import Ledger
-    from loopx.store.file import FileStore
+    from loopx.kernel.ledger import Ledger
+    from loopx.kernel.store.file import FileStore
 
     t0 = time.perf_counter()
     ledger = Ledger(FileStore(store_dir), checkpoint_path=Path(checkpoint),
@@ -85,9 +85,9 @@ def build(root: Path, records: int, batch: int, detail_bytes: int) -> Path:
     ``Ledger.prepare`` as the writer (the checked path's own preparation) and then written
     directly, bypassing the per-append checks, which only the build would pay for.
     """
-    from loopx.ledger import Ledger
-    from loopx.records.registry import new_record_id
-    from loopx.store.file import FileStore
+    from loopx.kernel.ledger import Ledger
+    from loopx.kernel.kinds import new_record_id
+    from loopx.kernel.store.file import FileStore
     from loopx.testing.lanes import executor_writer
     from loopx.workspace import init_workspace
 
@@ -110,8 +110,8 @@ def build(root: Path, records: int, batch: int, detail_bytes: int) -> Path:
 
 def fold_to(store_dir: Path, seq: int):
     """The folded State of the log up to and including record ``seq``."""
-    from loopx.fold import State, advance
-    from loopx.store.file import FileStore
+    from loopx.kernel.fold import State, advance
+    from loopx.kernel.store.file import FileStore
 
     def upto(entries):
         for record, cursor in entries:
@@ -131,8 +131,8 @@ def fold_to(store_dir: Path, seq: int):
 
 def measure(case: dict, child_every: int) -> float:
     """One fresh-subprocess run of ``case``; returns its seconds after checking the outcome."""
-    from loopx.checkpoint import save_checkpoint
-    from loopx.fold import fold_version
+    from loopx.kernel.checkpoint import save_checkpoint
+    from loopx.kernel.fold import fold_version
 
     path: Path = case["checkpoint_path"]
     path.parent.mkdir(parents=True, exist_ok=True)

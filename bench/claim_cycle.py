@@ -6,7 +6,7 @@ What it measures
     same temp directory, in a rotating order each repetition:
 
     loopx   each worker is its own registered agent (role research_executor) and repeats
-            ``loopx.claims.should_run(..., claim=True)`` (selection and claim in one locked
+            ``loopx.work.claims.should_run(..., claim=True)`` (selection and claim in one locked
             step), then ``complete`` of the todo it got. The parent first makes a workspace,
             registers the P agents and adds P*N todos. A cycle counts only when the reason is
             "selected"; afterwards the log must show all P*N todos completed, none twice.
@@ -62,7 +62,7 @@ def worker(conn: Any, barrier: Any, sides: list[str]) -> None:
     """Import what the selected sides need, then run ('run', side, ...) jobs until 'stop'."""
     try:
         if "loopx" in sides:
-            import loopx.agents, loopx.checks, loopx.claims, loopx.workspace  # noqa: E401,F401
+            import loopx.work.agents, loopx.kernel.checks, loopx.work.claims, loopx.workspace  # noqa: E401,F401
         if "optuna" in sides:
             import optuna
             optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -87,8 +87,8 @@ def run_job(job: tuple, barrier: Any) -> tuple[float, float, int, dict[str, int]
     others: Counter[str] = Counter()
     done = 0
     if side == "loopx":
-        from loopx.checks import Credentials
-        from loopx.claims import complete, should_run
+        from loopx.kernel.checks import Credentials
+        from loopx.work.claims import complete, should_run
         from loopx.workspace import find_workspace
 
         agent_id, token = extra
@@ -198,9 +198,9 @@ class Pool:
 
 def run_loopx(pool: Pool, run_dir: Path, procs: int, cycles: int) -> tuple[float, float]:
     """One loopx run; returns (cycles/s, bytes per record in the log)."""
-    from loopx.agents import register_agent
-    from loopx.checks import Credentials
-    from loopx.todos import add_todos
+    from loopx.work.agents import register_agent
+    from loopx.kernel.checks import Credentials
+    from loopx.work.todos import add_todos
     from loopx.workspace import init_workspace
 
     ws, owner_token = init_workspace(run_dir / "loopx", GOAL)

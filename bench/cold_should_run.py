@@ -43,11 +43,11 @@ AGENTS = 4
 
 def build(root: Path, records: int) -> Path:
     """A workspace whose log holds about ``records`` records; returns its root."""
-    from loopx.agents import register_agent
-    from loopx.checks import Credentials
-    from loopx.claims import complete, should_run
+    from loopx.work.agents import register_agent
+    from loopx.kernel.checks import Credentials
+    from loopx.work.claims import complete, should_run
     from loopx.testing.lanes import executor_writer
-    from loopx.todos import add_todos
+    from loopx.work.todos import add_todos
     from loopx.workspace import init_workspace
 
     workspace, owner_token = init_workspace(root, "bench-cold")

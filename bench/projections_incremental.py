@@ -12,7 +12,7 @@ What it measures
     ``FileStore(durable=False)``: durability is not what is measured.
 
     Then, in one process, each repetition appends ONE record through the checked path, a dev
-    judgement of a hypothesis (``loopx.research.judge``, a different one each repetition), by
+    judgement of a hypothesis (``loopx.research.operations.judge``, a different one each repetition), by
     a writer ledger (untimed), and times, in alternating order:
       (a) incremental  a ledger that has followed the log (caught up before the append) calls
                        ``state()`` (folds the one new record), then ``frontier(view)`` and
@@ -70,10 +70,10 @@ class Built:
 def research(loop: Any, rng: random.Random, hid: str, n: int, proposed: list[dict[str, Any]],
              counts: dict[str, int]) -> bool:
     """Take one hypothesis as far as its evidence goes; True if it has a scored dev packet."""
-    from loopx.claims import fail
-    from loopx.decisions import decide
-    from loopx.errors import LoopxError
-    from loopx.projections import row
+    from loopx.work.claims import fail
+    from loopx.research.decisions import decide
+    from loopx.kernel.errors import LoopxError
+    from loopx.research.projections import row
 
     mechanism = rng.choice(MECHANISMS)
     content: dict[str, Any] = {"mechanism": mechanism, "parameters": {"n": n},
@@ -113,8 +113,8 @@ def research(loop: Any, rng: random.Random, hid: str, n: int, proposed: list[dic
 
 def build(root: Path, records: int, hypotheses: int, seed: int) -> Built:
     """A workspace under ``root`` whose log holds about ``records`` records."""
-    from loopx.checks import Credentials
-    from loopx.ledger import Ledger
+    from loopx.kernel.checks import Credentials
+    from loopx.kernel.ledger import Ledger
     from loopx.testing.lanes import executor_writer
     from loopx.testing.research import ResearchLoop
     from loopx.workspace import init_workspace
@@ -156,8 +156,8 @@ def build(root: Path, records: int, hypotheses: int, seed: int) -> Built:
 
 def projected(view: dict[str, Any]) -> tuple[bytes, bytes]:
     """Frontier and candidates of ``view`` as canonical JSON (for the equality check only)."""
-    from loopx.canonical import dumps
-    from loopx.projections import candidates, frontier
+    from loopx.kernel.canonical import dumps
+    from loopx.research.projections import candidates, frontier
 
     return dumps([r.to_json() for r in frontier(view)]), dumps(candidates(view))
 
@@ -179,7 +179,7 @@ class Run:
 
 def timed(ledger: Any) -> Run:
     """``ledger.state()`` then frontier and candidates of its view, each step timed."""
-    from loopx.projections import candidates, frontier
+    from loopx.research.projections import candidates, frontier
 
     t0 = time.perf_counter()
     state = ledger.state()
@@ -200,8 +200,8 @@ def incremental(live: Any) -> Run:
 
 def rebuild(store_dir: Path) -> Run:
     """(b): a fresh ledger with no checkpoint folds the whole log, then projects."""
-    from loopx.ledger import Ledger
-    from loopx.store.file import FileStore
+    from loopx.kernel.ledger import Ledger
+    from loopx.kernel.store.file import FileStore
 
     gc.collect()
     t0 = time.perf_counter()
@@ -227,9 +227,9 @@ def main() -> None:
     args = parser.parse_args()
     hypotheses = args.hypotheses if args.hypotheses is not None else max(args.records // 50, 10)
 
-    from loopx.ledger import Ledger
-    from loopx.research import judge
-    from loopx.store.file import FileStore
+    from loopx.kernel.ledger import Ledger
+    from loopx.research.operations import judge
+    from loopx.kernel.store.file import FileStore
 
     root = Path(tempfile.mkdtemp(prefix="loopx-bench-proj-", dir=args.dir))
     try:

@@ -51,19 +51,19 @@ import time
 from collections import Counter
 from typing import Any
 
-from loopx.checks import Credentials
-from loopx.claims import complete, release, should_run
-from loopx.contracts import amend_contract
-from loopx.decisions import decide
-from loopx.errors import Refused, ResearchRefused
-from loopx.evidence import judgement_payload
-from loopx.ledger import Ledger
-from loopx.projections import row
-from loopx.research import append_packet
-from loopx.stats import judge as welch
-from loopx.store import MemoryStore
+from loopx.kernel.checks import Credentials
+from loopx.work.claims import complete, release, should_run
+from loopx.governance.contract import amend_contract
+from loopx.research.decisions import decide
+from loopx.kernel.errors import Refused, ResearchRefused
+from loopx.research.evidence import judgement_payload
+from loopx.kernel.ledger import Ledger
+from loopx.research.projections import row
+from loopx.research.operations import append_packet
+from loopx.research.stats import judge as welch
+from loopx.kernel.store import MemoryStore
 from loopx.testing.research import ResearchLoop
-from loopx.todos import add_todos
+from loopx.work.todos import add_todos
 from loopx.workspace import bootstrap_log
 
 BEHAVIOURS = ("honest", "optional-stopping", "cherry-picking", "frontier-retries",
@@ -169,7 +169,7 @@ class Campaign:
     def own_test_passes(self, values: list[float], split: str) -> bool:
         """What an eager executor computes for itself from the log before stopping."""
         view = self.view()
-        from loopx.evidence import packets_for
+        from loopx.research.evidence import packets_for
 
         base = [v for p in packets_for(view, "baseline", split)
                 for r_split, _, _, v in view["packets"][p]["results"] if r_split == split]

@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from loopx import __version__
-from loopx.checks import Credentials, Identity
-from loopx.errors import FieldProblem, RecordRejected, StorageError, WorkspaceError
-from loopx.lane_state import LaneState
-from loopx.ledger import Ledger
-from loopx.profiles import packaged_profiles, parse_profile
-from loopx.store.file import FileStore
-from loopx.store.fs import fsync_dir
-from loopx.tokens import new_token, token_digest
+from loopx.kernel.checks import Credentials, Identity
+from loopx.kernel.errors import FieldProblem, RecordRejected, StorageError, WorkspaceError
+from loopx.work.state import LaneState
+from loopx.kernel.ledger import Ledger
+from loopx.work.profiles import packaged_profiles, parse_profile
+from loopx.kernel.store.file import FileStore
+from loopx.kernel.store.fs import fsync_dir
+from loopx.kernel.tokens import new_token, token_digest
 
 WORKSPACE_DIR = ".loopx"
 FORMAT_VERSION = 1
@@ -229,7 +229,7 @@ def bootstrap_log(ledger: Ledger, goal_id: str) -> str:
 def _check_goal_id(goal_id: str) -> None:
     from pydantic import TypeAdapter, ValidationError
 
-    from loopx.records.types import Identifier
+    from loopx.kernel.types import Identifier
 
     try:
         TypeAdapter(Identifier).validate_python(goal_id, strict=True)
@@ -247,7 +247,7 @@ def record_profiles(ledger: Ledger, creds: Credentials,
         RecordRejected: a profile names a role that will not exist.
         Unauthorized, Forbidden: the writer is not the owner.
     """
-    from loopx.profiles import check_references
+    from loopx.work.profiles import check_references
 
     def plan(lanes: LaneState, who: Identity, now: str) -> list[dict[str, Any]]:
         current = {role: {k: v for k, v in p.items() if k != "seq"}
@@ -271,7 +271,7 @@ def _copy_lanes(target: Path) -> None:
 
 def agents_section() -> str:
     """The loopx section of ``AGENTS.md``, markers included: the roles and the trust rule."""
-    from loopx.profiles import packaged_profiles
+    from loopx.work.profiles import packaged_profiles
 
     roles = sorted(Path(name).stem for name in packaged_profiles())
     lines = [AGENTS_BEGIN, "## loopx research loop", "",

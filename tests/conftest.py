@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from loopx.store import FileStore, MemoryStore, Store
+from loopx.kernel.store import FileStore, MemoryStore, Store
 from loopx.testing.store_conformance import Backend
 
 settings.register_profile("ci", max_examples=150, deadline=None,

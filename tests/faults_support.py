@@ -1,7 +1,7 @@
 """Helpers for the store fault tests: run the CLI as a real process, stop it at a fault point of
 the store's write path and SIGKILL it there, and look at a workspace's tail and quarantine.
 
-Fault points (``LOOPX_TEST_FAULT``, see loopx/store/fs.py): ``torn:segment`` writes half of a
+Fault points (``LOOPX_TEST_FAULT``, see loopx/kernel/store/fs.py): ``torn:segment`` writes half of a
 commit and waits to be killed (a writer killed mid-write); ``pause:quarantine-created``,
 ``pause:quarantine-renamed`` and ``pause:repair-truncated`` stop a repairer after it created its
 temporary quarantine file, after it renamed the filled file into place, and after it cut the
@@ -19,11 +19,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from loopx.canonical import sha256_hex
-from loopx.store import FileStore
-from loopx.store.lines import segment_name
-from loopx.store.fs import FAULT_ENV
-from loopx.store.quarantine import quarantine_name
+from loopx.kernel.canonical import sha256_hex
+from loopx.kernel.store import FileStore
+from loopx.kernel.store.lines import segment_name
+from loopx.kernel.store.fs import FAULT_ENV
+from loopx.kernel.store.quarantine import quarantine_name
 
 LOOPX = [sys.executable, "-m", "loopx.cli"]
 

@@ -36,7 +36,7 @@ class Acks:
 def new_writer(workspace: Path, owner_token: str, agent_id: str) -> Writer:
     """Register ``agent_id`` as an executor holding its own todo on a week-long lease."""
     with find_workspace(workspace).store() as store:
-        from loopx.ledger import Ledger
+        from loopx.kernel.ledger import Ledger
 
         return executor_writer(Ledger(store), owner_token, agent_id)
 

@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from loopx.agents import register_agent
-from loopx.canonical import format_ts
-from loopx.checks import Credentials
-from loopx.ledger import Ledger
-from loopx.store import MemoryStore
-from loopx.todos import add_todos
+from loopx.work.agents import register_agent
+from loopx.kernel.canonical import format_ts
+from loopx.kernel.checks import Credentials
+from loopx.kernel.ledger import Ledger
+from loopx.kernel.store import MemoryStore
+from loopx.work.todos import add_todos
 from loopx.workspace import bootstrap_log
 
 

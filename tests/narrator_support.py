@@ -12,12 +12,12 @@ from typing import Any
 
 from lanes_support import Campaign, campaign
 
-from loopx.agents import register_agent
-from loopx.checks import Credentials
-from loopx.contracts import amend_contract
-from loopx.decisions import decide
-from loopx.evidence import judgement_payload
-from loopx.findings import add_finding
+from loopx.work.agents import register_agent
+from loopx.kernel.checks import Credentials
+from loopx.governance.contract import amend_contract
+from loopx.research.decisions import decide
+from loopx.research.evidence import judgement_payload
+from loopx.governance.findings import add_finding
 from loopx.testing.research import CONTRACT, ResearchLoop
 
 DEV_GOOD = [0.93, 0.94, 0.95]

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from loopx.cli import cli
-from loopx.records import kind_names
+from loopx.kernel.kinds import kind_names
 from loopx.testing.lanes import Writer, executor_writer
 from loopx.workspace import find_workspace
 
@@ -35,7 +35,7 @@ def new_writer(ws: Path, agent_id: str) -> Writer:
     """Register ``agent_id`` as an executor holding its own todo; its token goes to a file."""
     owner_token = (ws / "owner.token").read_text().strip()
     with find_workspace(ws).store() as store:
-        from loopx.ledger import Ledger
+        from loopx.kernel.ledger import Ledger
 
         writer = executor_writer(Ledger(store), owner_token, agent_id)
     assert writer.creds.token is not None

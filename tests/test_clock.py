@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from loopx.checks import Credentials
-from loopx.claims import should_run
-from loopx.leases import add_seconds, seconds_between
-from loopx.store.clock import RATE, Anchor, stamp
+from loopx.kernel.checks import Credentials
+from loopx.work.claims import should_run
+from loopx.work.leases import add_seconds, seconds_between
+from loopx.kernel.store.clock import RATE, Anchor, stamp
 from loopx.testing.research import ResearchLoop
-from loopx.todos import add_todos
+from loopx.work.todos import add_todos
 from loopx.workspace import find_workspace, init_workspace
 
 T0 = "2026-12-04T06:00:00.000000Z"
@@ -95,7 +95,7 @@ SITE = """
 import os
 from datetime import UTC, datetime, timedelta
 
-import loopx.canonical as canonical
+import loopx.kernel.canonical as canonical
 
 _OFFSET = timedelta(seconds=float(os.environ["LOOPX_TEST_CLOCK_OFFSET"]))
 
@@ -158,7 +158,7 @@ def records(ws: dict[str, Any], kind: str) -> list[dict[str, Any]]:
 
 
 def second_executor(ws: dict[str, Any]) -> Credentials:
-    from loopx.agents import register_agent
+    from loopx.work.agents import register_agent
 
     r = ws["r"]
     return Credentials("ex2", register_agent(r.ledger, r.owner, "ex2", "research_executor")[1])
@@ -180,7 +180,7 @@ def test_a_writer_an_hour_ahead_cannot_steal_a_live_lease(ws: dict[str, Any]) ->
     [flag] = records(ws, "store_clock_v0")
     assert flag["payload"]["offset_seconds"] == pytest.approx(3600, abs=30)
     # The live holder still holds its lease, and may heartbeat.
-    from loopx.claims import heartbeat
+    from loopx.work.claims import heartbeat
 
     heartbeat(r.ledger, r.agents["ex"], "held", held["epoch"])
     assert r.ledger.state()["lanes"]["todos"]["held"]["holder"] == "ex"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from helpers import Acks, new_writer, release, start_writer
 
-from loopx.verify import verify_store
+from loopx.kernel.verify import verify_store
 from loopx.workspace import find_workspace, init_workspace
 
 WRITERS = 8

@@ -23,7 +23,7 @@ from faults_support import (
 )
 from helpers import Acks, new_writer, release, start_writer
 
-from loopx.verify import verify_store
+from loopx.kernel.verify import verify_store
 from loopx.workspace import find_workspace, init_workspace
 
 KILLS = 60

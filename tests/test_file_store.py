@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from loopx.canonical import dumps, sha256_hex
-from loopx.errors import IntegrityError, NotFound, RecordRejected
-from loopx.store import FileStore
-from loopx.store.lines import segment_name
+from loopx.kernel.canonical import dumps, sha256_hex
+from loopx.kernel.errors import IntegrityError, NotFound, RecordRejected
+from loopx.kernel.store import FileStore
+from loopx.kernel.store.lines import segment_name
 from loopx.testing.lanes import executor_writer
 from loopx.testing.store_conformance import unsealed
-from loopx.verify import VerifyReport
-from loopx.verify import verify_store as verify_workspace
+from loopx.kernel.verify import VerifyReport
+from loopx.kernel.verify import verify_store as verify_workspace
 from loopx.workspace import init_workspace
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from loopx.checks import Credentials
+from loopx.kernel.checks import Credentials
 from loopx.cli import cli
-from loopx.errors import RecordRejected
-from loopx.todos import add_todos
+from loopx.kernel.errors import RecordRejected
+from loopx.work.todos import add_todos
 from loopx.workspace import find_workspace
 
 ROLES = ["evaluator_promoter", "hypothesis_proposer", "product_narrator", "research_curator",
@@ -84,7 +84,7 @@ def test_an_evaluation_todo_without_a_hypothesis_is_refused_naming_the_field(
 
 def test_the_library_and_a_batch_refuse_it_too_and_write_nothing(ws: Path) -> None:
     with find_workspace(ws).store() as store:
-        from loopx.ledger import Ledger
+        from loopx.kernel.ledger import Ledger
 
         ledger = Ledger(store)
         before = store.head().seq

@@ -9,24 +9,24 @@ from typing import Any
 import pytest
 from lanes_support import Campaign, campaign
 
-from loopx.actions import (
+from loopx.governance.actions import (
     decide_approval,
     pending_approvals,
     propose,
     record_result,
     verdict,
 )
-from loopx.campaign import evaluate, status, transition
-from loopx.checks import Credentials
-from loopx.claims import claim, should_run
-from loopx.contracts import amend_contract, contract_version, init_contract
-from loopx.decisions import decide
-from loopx.errors import Forbidden, RecordRejected, Refused, Unauthorized
-from loopx.findings import add_finding, finding_groups
-from loopx.projections import row
+from loopx.governance.campaign import evaluate, status, transition
+from loopx.kernel.checks import Credentials
+from loopx.work.claims import claim, should_run
+from loopx.governance.contract import amend_contract, contract_version, init_contract
+from loopx.research.decisions import decide
+from loopx.kernel.errors import Forbidden, RecordRejected, Refused, Unauthorized
+from loopx.governance.findings import add_finding, finding_groups
+from loopx.research.projections import row
 from loopx.testing.research import ResearchLoop
-from loopx.usage import add_usage
-from loopx.verify import verify_store
+from loopx.governance.usage import add_usage
+from loopx.kernel.verify import verify_store
 
 CONTRACT: dict[str, Any] = {
     "contract_id": "digits",

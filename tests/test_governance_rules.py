@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from loopx.governance import (
+from loopx.governance.rules import (
     STATES,
     approval_required,
     tool_eligible,
     transition_allowed,
 )
-from loopx.records.contract import ResearchContractV0
-from loopx.stopping import initial_iterations, next_iteration, stop_reasons
+from loopx.governance.records import ResearchContractV0
+from loopx.governance.stopping import initial_iterations, next_iteration, stop_reasons
 
 BASE: dict[str, Any] = {
     "contract_id": "c1",

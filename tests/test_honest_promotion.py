@@ -15,20 +15,20 @@ import pytest
 from helpers import head_seq, run_loopx
 from lanes_support import campaign
 
-from loopx.agents import register_agent
-from loopx.checks import Credentials
-from loopx.claims import complete, should_run
-from loopx.contracts import amend_contract
-from loopx.control import apply_control, benjamini_hochberg, gamma, threshold
-from loopx.decisions import decide
-from loopx.errors import Refused, ResearchRefused
-from loopx.evidence import judgement_payload
-from loopx.projections import candidates, frontier, promotion_blockers, row
-from loopx.research import append_packet, propose_hypothesis
-from loopx.stats import judge as welch
+from loopx.work.agents import register_agent
+from loopx.kernel.checks import Credentials
+from loopx.work.claims import complete, should_run
+from loopx.governance.contract import amend_contract
+from loopx.research.control import apply_control, benjamini_hochberg, gamma, threshold
+from loopx.research.decisions import decide
+from loopx.kernel.errors import Refused, ResearchRefused
+from loopx.research.evidence import judgement_payload
+from loopx.research.projections import candidates, frontier, promotion_blockers, row
+from loopx.research.operations import append_packet, propose_hypothesis
+from loopx.research.stats import judge as welch
 from loopx.testing.research import CONTRACT, ResearchLoop
-from loopx.todos import add_todos
-from loopx.verify import verify_store
+from loopx.work.todos import add_todos
+from loopx.kernel.verify import verify_store
 from loopx.workspace import init_workspace
 
 GOOD = [0.95, 0.96, 0.97]
@@ -183,7 +183,7 @@ def test_choosing_which_packets_to_judge_is_refused_and_recorded() -> None:
 def test_the_judge_no_longer_takes_a_packet_selection() -> None:
     import inspect
 
-    from loopx.research import judge
+    from loopx.research.operations import judge
 
     assert "packet_ids" not in inspect.signature(judge).parameters
 

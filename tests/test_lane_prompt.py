@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from loopx.errors import UsageProblem
-from loopx.lane_prompt import SHOULD_RUN, lane_prompt, packaged_profile, recorded_profile
-from loopx.profiles import packaged_profiles
+from loopx.kernel.errors import UsageProblem
+from loopx.runner.prompt import SHOULD_RUN, lane_prompt, packaged_profile, recorded_profile
+from loopx.work.profiles import packaged_profiles
 from loopx.workspace import (
     AGENTS_BEGIN,
     AGENTS_END,

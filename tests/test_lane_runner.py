@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from loopx.checks import Credentials
+from loopx.kernel.checks import Credentials
 from loopx.testing.research import CONTRACT, ResearchLoop
-from loopx.todos import add_todos
+from loopx.work.todos import add_todos
 from loopx.workspace import find_workspace, init_workspace
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
@@ -192,7 +192,7 @@ def test_sigterm_releases_the_held_claim(ws: Setup) -> None:
 
 
 def test_a_crashed_lane_leaves_its_claim_to_expire_and_another_takes_it(ws: Setup) -> None:
-    from loopx.agents import register_agent
+    from loopx.work.agents import register_agent
 
     _, token = register_agent(ws.ledger, ws.owner, "ex2", "research_executor")
     ws.r.agents["ex2"] = Credentials("ex2", token)
@@ -215,7 +215,7 @@ def test_a_crashed_lane_leaves_its_claim_to_expire_and_another_takes_it(ws: Setu
 
 
 def test_the_runner_stops_when_the_campaign_stops(ws: Setup) -> None:
-    from loopx.campaign import transition
+    from loopx.governance.campaign import transition
 
     transition(ws.ledger, ws.r.agents["cur"], "ready", reason="go")
     transition(ws.ledger, ws.owner, "stopped", reason="enough")
@@ -269,7 +269,7 @@ EDIT = """
                     reason="needs git")
 def test_an_executor_works_in_its_own_worktree_and_the_gate_catches_a_protected_edit(
         repo: Setup) -> None:
-    from loopx.research import check_gate
+    from loopx.research.operations import check_gate
 
     base = git(repo.root, "rev-parse", "HEAD")
     repo.dev_todo("dev-1")
@@ -303,7 +303,7 @@ def test_a_dirty_worktree_is_not_evaluated(repo: Setup) -> None:
 def test_an_attempt_past_the_limit_is_refused_and_its_todo_not_left_claimed(ws: Setup) -> None:
     """Two executors race for a hypothesis' last attempt: the loser's failure packet is refused
     (and the refusal recorded), and its todo is failed, not left claimed for a whole lease."""
-    from loopx.agents import register_agent
+    from loopx.work.agents import register_agent
 
     ws.r.agents["ex2"] = Credentials("ex2", register_agent(ws.ledger, ws.owner, "ex2",
                                                            "research_executor")[1])

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from lanes_support import Campaign, campaign
 
-from loopx.claims import claim, complete, fail, heartbeat, release, should_run
-from loopx.errors import NotFound, Refused, StaleLease, Unauthorized
-from loopx.todos import todo_row
-from loopx.verify import verify_store
+from loopx.work.claims import claim, complete, fail, heartbeat, release, should_run
+from loopx.kernel.errors import NotFound, Refused, StaleLease, Unauthorized
+from loopx.work.todos import todo_row
+from loopx.kernel.verify import verify_store
 
 
 @pytest.fixture
@@ -136,7 +136,7 @@ def test_release_reopens_and_failures_spend_attempts(c: Campaign) -> None:
 
 
 def test_revoked_agent_loses_its_token_and_its_lease(c: Campaign) -> None:
-    from loopx.agents import revoke_agent
+    from loopx.work.agents import revoke_agent
 
     a = c.agent("ex-a", "research_executor")
     b = c.agent("ex-b", "research_executor")
@@ -272,8 +272,8 @@ def test_hypothesis_needs_its_todo_holder_and_grounding(c: Campaign) -> None:
     assert (record["agent_id"], record["lane_role"], record["todo_id"]) == (
         "prop-1", "hypothesis_proposer", "p1")
     # The proposer may add executor todos under its held todo, not curator ones.
-    from loopx.errors import Forbidden
-    from loopx.todos import add_todos
+    from loopx.kernel.errors import Forbidden
+    from loopx.work.todos import add_todos
 
     add_todos(c.ledger, prop, [{"todo_id": "run-h1", "title": "run h1", "hypothesis_id": "h1",
                                 "role": "research_executor", "action_kind": "run_dev_eval"}],
@@ -300,7 +300,7 @@ def test_a_forged_successor_or_claim_is_refused(c: Campaign) -> None:
 
 
 def test_lifecycle_records_built_under_the_lock_are_in_their_models_dumped_form(c: Campaign) -> None:
-    from loopx.records import KINDS
+    from loopx.kernel.kinds import KINDS
 
     a = c.agent("ex-a", "research_executor")
     b = c.agent("ex-b", "research_executor")

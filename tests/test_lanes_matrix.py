@@ -7,15 +7,15 @@ from typing import Any
 import pytest
 from lanes_support import Campaign, campaign
 
-from loopx.checks import Credentials
-from loopx.claims import should_run
-from loopx.errors import Forbidden, RecordRejected, Unauthorized
-from loopx.evidence import judgement_payload
-from loopx.profiles import packaged_profiles, parse_profile
-from loopx.projections import row
-from loopx.scope import KIND_ACTIONS, OWNER_ROLE, role_scope
+from loopx.kernel.checks import Credentials
+from loopx.work.claims import should_run
+from loopx.kernel.errors import Forbidden, RecordRejected, Unauthorized
+from loopx.research.evidence import judgement_payload
+from loopx.work.profiles import packaged_profiles, parse_profile
+from loopx.research.projections import row
+from loopx.work.scope import KIND_ACTIONS, OWNER_ROLE, role_scope
 from loopx.testing.research import ResearchLoop
-from loopx.verify import verify_store
+from loopx.kernel.verify import verify_store
 
 PROFILES = {p["role"]: p for p in (parse_profile(n, d) for n, d in packaged_profiles().items())}
 ROLES = sorted(PROFILES) + [OWNER_ROLE]
@@ -297,7 +297,7 @@ NOTE = {"todo_id": "t1", "epoch": 1, "payload": {"event": "note"}}
                                   "revoked", "unregistered"])
 def test_bad_tokens_are_refused_and_write_nothing(held: tuple[Campaign, Credentials, Credentials],
                                                   case: str) -> None:
-    from loopx.agents import revoke_agent
+    from loopx.work.agents import revoke_agent
 
     c, ex, other = held
     creds = {
@@ -319,7 +319,7 @@ def test_bad_tokens_are_refused_and_write_nothing(held: tuple[Campaign, Credenti
 
 
 def test_a_writer_cannot_speak_for_another_agent(held: tuple[Campaign, Credentials, Credentials]) -> None:
-    from loopx.errors import RecordRejected
+    from loopx.kernel.errors import RecordRejected
 
     c, ex, _ = held
     with pytest.raises(RecordRejected, match="agent_id: is 'ex-2' but the writer is 'ex-1'"):
@@ -337,7 +337,7 @@ def test_a_writer_cannot_speak_for_another_agent(held: tuple[Campaign, Credentia
 
 
 def test_only_the_owner_registers_and_revokes(held: tuple[Campaign, Credentials, Credentials]) -> None:
-    from loopx.agents import register_agent, revoke_agent
+    from loopx.work.agents import register_agent, revoke_agent
 
     c, ex, _ = held
     with pytest.raises(Forbidden, match="agent_grant_v0 with action 'grant'"):

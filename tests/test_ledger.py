@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from loopx.checkpoint import load_checkpoint, save_checkpoint
-from loopx.checks import Credentials
-from loopx.errors import ConflictError, WorkspaceError
-from loopx.fold import KernelReducer, State, advance, fold_version
-from loopx.lane_state import LanesReducer
-from loopx.ledger import Ledger
-from loopx.store import FileStore, MemoryStore
+from loopx.kernel.checkpoint import load_checkpoint, save_checkpoint
+from loopx.kernel.checks import Credentials
+from loopx.kernel.errors import ConflictError, WorkspaceError
+from loopx.kernel.fold import KernelReducer, State, advance, fold_version
+from loopx.work.state import LanesReducer
+from loopx.kernel.ledger import Ledger
+from loopx.kernel.store import FileStore, MemoryStore
 from loopx.testing.lanes import Writer, executor_writer
-from loopx.tokens import new_token
+from loopx.kernel.tokens import new_token
 from loopx.workspace import init_workspace
 
 # init writes the genesis record and 5 role profiles (seq 1-6); the writer's grant, its todo and

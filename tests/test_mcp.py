@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from loopx.actions import decide_approval
-from loopx.agents import register_agent
-from loopx.checks import Credentials
+from loopx.governance.actions import decide_approval
+from loopx.work.agents import register_agent
+from loopx.kernel.checks import Credentials
 from loopx.testing.research import CONTRACT, ResearchLoop
-from loopx.todos import add_todos
+from loopx.work.todos import add_todos
 from loopx.workspace import find_workspace, init_workspace
 
 pytest.importorskip("mcp", reason="the MCP server needs the [mcp] extra")
@@ -219,7 +219,7 @@ def test_a_wrong_token_is_refused_before_serving(ws: Workspace) -> None:
 
 
 def test_a_tool_denied_by_an_amendment_during_the_session_is_refused(ws: Workspace) -> None:
-    from loopx.contracts import amend_contract
+    from loopx.governance.contract import amend_contract
 
     async def body(client: Any) -> None:
         assert "graph" in {t.name for t in (await client.list_tools()).tools}

@@ -21,14 +21,14 @@ from narrator_support import (
     measured_campaign,
 )
 
-from loopx.actions import decide_approval
-from loopx.contracts import amend_contract
-from loopx.decisions import decide
-from loopx.errors import Refused
+from loopx.governance.actions import decide_approval
+from loopx.governance.contract import amend_contract
+from loopx.research.decisions import decide
+from loopx.kernel.errors import Refused
 from loopx.narrator.first_screen import NEUTRAL, screen_sha256
 from loopx.narrator.publish import preview, publish, render
 from loopx.narrator.story import number
-from loopx.verify import Anchor, verify_store
+from loopx.kernel.verify import Anchor, verify_store
 
 
 @pytest.fixture(scope="module")
@@ -391,7 +391,7 @@ def test_the_campaigns_state_and_stop_reason_come_right_after_the_first_screen()
 
 def test_the_next_actions_are_the_frontiers_for_every_live_hypothesis(fixed: Fixed) -> None:
     from loopx.narrator.board import ACTION_WORDS
-    from loopx.projections import frontier
+    from loopx.research.projections import frontier
 
     text = render(fixed.c.ledger, "board", "html").text
     column = between(text, 'data-column="next"', '<div class="legend"')
@@ -487,7 +487,7 @@ def test_every_charted_number_is_registered_with_its_packet(measured: Fixed) -> 
 
 
 def test_a_private_packet_is_never_charted() -> None:
-    from loopx.todos import add_todos
+    from loopx.work.todos import add_todos
 
     f = fixed_campaign()
     add_todos(f.c.ledger, f.r.agents["ev"], [{
@@ -563,7 +563,7 @@ def test_a_preview_needs_a_change_and_is_not_repeated() -> None:
 
 
 def test_no_one_approves_their_own_preview_and_only_the_owner_approves() -> None:
-    from loopx.errors import Forbidden
+    from loopx.kernel.errors import Forbidden
 
     f = fixed_campaign()
     preview(f.c.ledger, f.narrator, preview_id="pv-1")
@@ -624,8 +624,8 @@ def test_verify_reports_a_publication_pinning_a_snapshot_the_log_never_had() -> 
 
 
 def test_a_failed_publication_leaves_no_file_and_no_record(tmp_path: Path) -> None:
-    from loopx.checks import Credentials
-    from loopx.errors import Unauthorized
+    from loopx.kernel.checks import Credentials
+    from loopx.kernel.errors import Unauthorized
 
     f = fixed_campaign()
     head = f.c.head()
@@ -637,7 +637,7 @@ def test_a_failed_publication_leaves_no_file_and_no_record(tmp_path: Path) -> No
 
 
 def test_only_the_narrator_publishes(tmp_path: Path) -> None:
-    from loopx.errors import Forbidden
+    from loopx.kernel.errors import Forbidden
 
     f = fixed_campaign()
     with pytest.raises(Forbidden):
@@ -657,7 +657,7 @@ def test_an_empty_campaign_renders_and_says_so() -> None:
 
 
 def test_the_first_screen_gate_of_a_hypothesis_follows_approved_previews() -> None:
-    from loopx.projections import row
+    from loopx.research.projections import row
     from loopx.testing.research import CONTRACT
 
     f = fixed_campaign({**CONTRACT, "promotion_policy": {

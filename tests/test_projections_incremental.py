@@ -15,19 +15,19 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from loopx.actions import decide_approval
-from loopx.canonical import dumps
-from loopx.checkpoint import save_checkpoint
-from loopx.checks import Credentials
-from loopx.claims import fail
-from loopx.decisions import decide
-from loopx.errors import LoopxError
-from loopx.fold import State
-from loopx.graph import graph_json
-from loopx.ledger import Ledger
-from loopx.projections import RETIRE_REASONS, candidates, frontier
-from loopx.research import audit_novelty
-from loopx.research_state import SLICES
+from loopx.governance.actions import decide_approval
+from loopx.kernel.canonical import dumps
+from loopx.kernel.checkpoint import save_checkpoint
+from loopx.kernel.checks import Credentials
+from loopx.work.claims import fail
+from loopx.research.decisions import decide
+from loopx.kernel.errors import LoopxError
+from loopx.kernel.fold import State
+from loopx.research.graph import graph_json
+from loopx.kernel.ledger import Ledger
+from loopx.research.projections import RETIRE_REASONS, candidates, frontier
+from loopx.research.operations import audit_novelty
+from loopx.research.state import SLICES
 from loopx.testing.research import CONTRACT, ResearchLoop
 from loopx.workspace import Workspace, init_workspace
 

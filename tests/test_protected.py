@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from loopx.protected import (
+from loopx.research.protected import (
     NO_EVIDENCE,
     NOT_IN_GIT,
     BoundaryResult,

@@ -10,18 +10,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loopx.agents import register_agent
-from loopx.checks import Credentials
-from loopx.claims import should_run
-from loopx.errors import Forbidden, RecordRejected, Refused, StaleLease, Unauthorized
-from loopx.evidence import judgement_payload
-from loopx.ledger import Ledger
+from loopx.work.agents import register_agent
+from loopx.kernel.checks import Credentials
+from loopx.work.claims import should_run
+from loopx.kernel.errors import Forbidden, RecordRejected, Refused, StaleLease, Unauthorized
+from loopx.research.evidence import judgement_payload
+from loopx.kernel.ledger import Ledger
 from loopx.narrator.first_screen import NEUTRAL, screen_sha256
-from loopx.projections import row
-from loopx.records import KINDS, kind_names
-from loopx.store import MemoryStore
+from loopx.research.projections import row
+from loopx.kernel.kinds import KINDS, kind_names
+from loopx.kernel.store import MemoryStore
 from loopx.testing.lanes import LONG_LEASE, executor_writer
-from loopx.todos import add_todos
+from loopx.work.todos import add_todos
 from loopx.workspace import bootstrap_log
 
 VALID: dict[str, dict[str, Any]] = {
@@ -358,7 +358,7 @@ def test_kind_names_cover_the_lane_contract() -> None:
 
 @pytest.mark.parametrize("where", ["payload.detail.note", "payload.detail.nested.0"])
 def test_tokens_are_never_written_into_records(where: str) -> None:
-    from loopx.tokens import new_token
+    from loopx.kernel.tokens import new_token
 
     lanes = fresh_ledger()
     before = head(lanes)
@@ -376,7 +376,7 @@ def test_tokens_are_never_written_into_records(where: str) -> None:
 
 
 def test_a_token_used_as_a_key_is_refused_without_echoing_it() -> None:
-    from loopx.tokens import new_token
+    from loopx.kernel.tokens import new_token
 
     lanes = fresh_ledger()
     token = new_token()

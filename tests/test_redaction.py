@@ -16,19 +16,19 @@ from pathlib import Path
 import pytest
 from narrator_support import EVALUATED_COMMIT, Fixed, fixed_campaign
 
-from loopx.actions import decide_approval
-from loopx.checks import Credentials
-from loopx.claims import should_run
-from loopx.decisions import decide
-from loopx.errors import RecordRejected, RedactionBlocked
-from loopx.findings import add_finding
+from loopx.governance.actions import decide_approval
+from loopx.kernel.checks import Credentials
+from loopx.work.claims import should_run
+from loopx.research.decisions import decide
+from loopx.kernel.errors import RecordRejected, RedactionBlocked
+from loopx.governance.findings import add_finding
 from loopx.narrator import redaction
 from loopx.narrator.first_screen import screen_sha256
 from loopx.narrator.publish import preview, publish, render
 from loopx.narrator.story import Story, _Reader, build
-from loopx.research import propose_hypothesis
+from loopx.research.operations import propose_hypothesis
 from loopx.testing.research import CONTRACT, ResearchLoop
-from loopx.todos import add_todos
+from loopx.work.todos import add_todos
 
 AWS = "AKIAIOSFODNN7EXAMPLE"
 GITHUB = "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
@@ -145,7 +145,7 @@ def test_planted_in_a_hypothesis_identifier(field: str, name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(ID_SECRETS))
 def test_planted_in_the_proposing_agents_id(name: str) -> None:
-    from loopx.agents import register_agent
+    from loopx.work.agents import register_agent
 
     f = fixed_campaign()
     planted = ID_SECRETS[name]
@@ -257,7 +257,7 @@ def test_disguised_values_fail_closed_through_the_cli(tmp_path: Path) -> None:
     and field with exit 10; neither the disguise nor the secret under it is echoed."""
     from helpers import head_seq, run_loopx
 
-    from loopx.agents import register_agent
+    from loopx.work.agents import register_agent
     from loopx.workspace import init_workspace
 
     workspace, owner_token = init_workspace(tmp_path / "ws", "disguised")
@@ -299,7 +299,7 @@ def test_disguised_findings_say_how_the_value_was_read_not_what_it_says() -> Non
 
 
 def test_a_governance_key_spelled_with_look_alikes_is_still_a_credential() -> None:
-    from loopx.secrets import secret_problems
+    from loopx.kernel.secrets import secret_problems
 
     key = "p\u0430ssword"  # CYRILLIC SMALL LETTER A
     [problem] = secret_problems({"arguments": {key: "hunter22"}})
@@ -307,8 +307,8 @@ def test_a_governance_key_spelled_with_look_alikes_is_still_a_credential() -> No
 
 
 def test_decoding_is_bounded_and_what_is_still_encoded_at_the_bound_is_refused() -> None:
-    from loopx.deobfuscate import MAX_DEPTH, read
-    from loopx.secrets import secret_kind
+    from loopx.kernel.deobfuscate import MAX_DEPTH, read
+    from loopx.kernel.secrets import secret_kind
 
     def escaped(times: int) -> str:
         return "".join("&" + "amp;" * (times - 1) + f"#{ord(c)};" for c in "password=hunter2")
@@ -450,7 +450,7 @@ def test_private_fields_are_never_read_and_a_leak_is_reported() -> None:
 
 
 def test_the_private_fields_are_the_ones_marked_in_the_schema() -> None:
-    from loopx.records.contract import ResearchContractV0
+    from loopx.governance.records import ResearchContractV0
 
     assert redaction.private_fields(ResearchContractV0) == [
         "evaluation.dev.location", "evaluation.heldout.location"]

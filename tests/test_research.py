@@ -12,18 +12,18 @@ from typing import Any
 import pytest
 from lanes_support import campaign
 
-from loopx.actions import decide_approval, pending_approvals
-from loopx.canonical import dumps
-from loopx.claims import should_run
-from loopx.decisions import decide
-from loopx.errors import Forbidden, LoopxError, Refused, ResearchRefused
-from loopx.evidence import judgement_payload
-from loopx.graph import graph_json
-from loopx.projections import candidates, frontier, row
-from loopx.research import append_packet, audit_novelty, check_gate, judge, propose_hypothesis
+from loopx.governance.actions import decide_approval, pending_approvals
+from loopx.kernel.canonical import dumps
+from loopx.work.claims import should_run
+from loopx.research.decisions import decide
+from loopx.kernel.errors import Forbidden, LoopxError, Refused, ResearchRefused
+from loopx.research.evidence import judgement_payload
+from loopx.research.graph import graph_json
+from loopx.research.projections import candidates, frontier, row
+from loopx.research.operations import append_packet, audit_novelty, check_gate, judge, propose_hypothesis
 from loopx.testing.research import CONTRACT, ResearchLoop
-from loopx.todos import add_todos
-from loopx.verify import verify_store
+from loopx.work.todos import add_todos
+from loopx.kernel.verify import verify_store
 
 GOOD = [0.95, 0.96, 0.97]
 HELDOUT = [0.93, 0.94, 0.95]
@@ -212,7 +212,7 @@ def test_the_heldout_location_is_only_in_a_heldout_claim_packet() -> None:
     got = should_run(r.ledger, "ex", claim=True, creds=r.agents["ex"])
     assert got["claim"]["data"] == {"split": "heldout", "name": "heldout",
                                     "location": "/data/heldout"}
-    from loopx.contracts import contract_version
+    from loopx.governance.contract import contract_version
     from loopx.tools.governance import WITHHELD, withhold_heldout
 
     shown = withhold_heldout(contract_version(view(r)))
@@ -486,7 +486,7 @@ def test_gate_results_are_written_only_by_loopx_and_bound_to_the_revision(repo: 
     r.propose("h1")
     forged = {"hypothesis_id": "h1", "gate": "protected_boundary", "passed": True,
               "revision": view(r)["hypotheses"]["h1"]["revision"]}
-    from loopx.errors import RecordRejected
+    from loopx.kernel.errors import RecordRejected
 
     unchanged(r, lambda: r.ledger.append({"payload": forged}, creds=r.agents["ev"],
                                          kind="gate_result_v0"),

@@ -15,9 +15,9 @@ from typing import Any
 
 from helpers import run_loopx
 
-from loopx.checks import Credentials
+from loopx.kernel.checks import Credentials
 from loopx.testing.research import CONTRACT, ResearchLoop
-from loopx.todos import add_todos
+from loopx.work.todos import add_todos
 from loopx.workspace import init_workspace
 
 # An executor whose attempts land on the baseline: scored, and never settled by the judgement.
@@ -36,7 +36,7 @@ FLAT = """
 # An evaluator that judges with the contract's rule and reports the verdict, deciding nothing.
 JUDGE = """
     import json, os, sys
-    from loopx.evidence import judgement_payload
+    from loopx.research.evidence import judgement_payload
     from loopx.workspace import find_workspace
     claim = json.load(sys.stdin)
     ledger = find_workspace(os.environ["LOOPX_WORKSPACE"]).ledger()

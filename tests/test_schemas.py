@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from loopx.records import kind_names
-from loopx.schemas import DIALECT, all_schemas, drift
+from loopx.kernel.kinds import kind_names
+from loopx.kernel.schemas import DIALECT, all_schemas, drift
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
 

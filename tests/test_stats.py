@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from loopx.stats import (
+from loopx.research.stats import (
     Judgement,
     TestResult,
     judge,

@@ -30,10 +30,10 @@ from faults_support import (
     verify_ok,
 )
 
-from loopx.agents import register_agent
-from loopx.checks import Credentials
-from loopx.errors import LoopxError, StorageError
-from loopx.store.fs import FAULT_ENV
+from loopx.work.agents import register_agent
+from loopx.kernel.checks import Credentials
+from loopx.kernel.errors import LoopxError, StorageError
+from loopx.kernel.store.fs import FAULT_ENV
 from loopx.workspace import Workspace, init_workspace
 
 NOBODY = 65534
@@ -361,13 +361,13 @@ def test_a_checkpoint_that_cannot_be_written_leaves_no_temp_file(tmp_path: Path,
                                                                   ) -> None:
     import errno as errno_codes
 
-    from loopx.checkpoint import save_checkpoint
-    from loopx.fold import REDUCERS, State, fold_version
+    from loopx.kernel.checkpoint import save_checkpoint
+    from loopx.kernel.fold import REDUCERS, State, fold_version
 
     def full(fd: int) -> None:
         raise OSError(errno_codes.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr("loopx.checkpoint.os.fsync", full)
+    monkeypatch.setattr("loopx.kernel.checkpoint.os.fsync", full)
     target = tmp_path / "checkpoints" / "state.json"
     with pytest.raises(OSError):
         save_checkpoint(target, State.initial(REDUCERS), fold_version())

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from loopx.checks import Credentials
-from loopx.errors import RecordRejected, UsageProblem
+from loopx.kernel.checks import Credentials
+from loopx.kernel.errors import RecordRejected, UsageProblem
 from loopx.tools import ToolContext, all_tools, call
 from loopx.tools.registry import RISK_CLASSES, params_of
 from loopx.workspace import init_workspace

@@ -11,10 +11,10 @@ from click.testing import CliRunner
 from faults_support import leave_torn_tail, records, register, repairs
 
 from loopx.cli import cli
-from loopx.ledger import Ledger
-from loopx.store import FileStore
+from loopx.kernel.ledger import Ledger
+from loopx.kernel.store import FileStore
 from loopx.testing.lanes import executor_writer
-from loopx.verify import Anchor, verify_store
+from loopx.kernel.verify import Anchor, verify_store
 from loopx.workspace import init_workspace
 
 Lines = list[bytes]
@@ -105,7 +105,7 @@ def test_tampering_names_the_first_bad_seq(tmp_path: Path, change: Callable[[Lin
 
 
 def test_edit_with_recomputed_hash_breaks_the_next_link(tmp_path: Path) -> None:
-    from loopx.canonical import dumps, record_hash
+    from loopx.kernel.canonical import dumps, record_hash
 
     store = build(tmp_path)
 

@@ -1,4 +1,4 @@
-"""Tests for loopx.worktrees: per-(todo, epoch) git worktrees, on real repositories in tmp_path."""
+"""Tests for loopx.runner.worktrees: per-(todo, epoch) git worktrees, on real repositories in tmp_path."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from loopx import worktrees
-from loopx.errors import Refused, WorkspaceError
-from loopx.worktrees import Worktree
+from loopx.runner import worktrees
+from loopx.kernel.errors import Refused, WorkspaceError
+from loopx.runner.worktrees import Worktree
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not on PATH")
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from loopx.errors import LoopxError, UsageProblem
+from loopx.kernel.errors import LoopxError, UsageProblem
 
 JSON_META = "loopx.json"
 ENV_TOKEN = "LOOPX_TOKEN"
@@ -73,7 +73,7 @@ class LoopxGroup(click.Group):
             # full or foreign disk: the user's to fix, so no traceback. Other errnos are bugs.
             if exc.errno not in ENVIRONMENT_ERRNOS:
                 raise
-            from loopx.errors import StorageError
+            from loopx.kernel.errors import StorageError
 
             fail(ctx, StorageError.from_os(exc, "access"))
 
@@ -130,7 +130,7 @@ def workspace_of(ctx: click.Context) -> Any:
 
 def credentials(agent_id: str, token_file: Path | None) -> Any:
     """The caller's credentials: the token from ``--token-file`` or ``LOOPX_TOKEN``, never argv."""
-    from loopx.checks import Credentials
+    from loopx.kernel.checks import Credentials
 
     if token_file is not None:
         try:
@@ -251,7 +251,7 @@ def role_option(help_text: str, *, required: bool = False) -> Callable[[Any], An
 
 def json_arg(text: str | None, path: Path | None, what: str) -> Any:
     """A JSON value given inline or in a file (``-`` for stdin), strictly parsed."""
-    from loopx.canonical import JSONInputError, loads_strict
+    from loopx.kernel.canonical import JSONInputError, loads_strict
 
     if text is not None and path is not None:
         raise UsageProblem(f"give {what} as text or as a file, not both")
@@ -280,7 +280,7 @@ def json_object(text: str | None, path: Path | None, option: str) -> dict[str, A
 
 def key_values(values: tuple[str, ...], option: str) -> dict[str, Any]:
     """``KEY=VALUE`` options into a dict; values are JSON when they parse, else strings."""
-    from loopx.contracts import parse_setting
+    from loopx.governance.contract import parse_setting
 
     out = {}
     for text in values:

@@ -20,7 +20,7 @@ from loopx.cli.app import (
     token_file_option,
 )
 from loopx.cli.governance import baseline_words, costs
-from loopx.errors import UsageProblem
+from loopx.kernel.errors import UsageProblem
 
 
 @cli.group()
@@ -90,7 +90,7 @@ def contract_init(ctx: click.Context, source: Path | None, prompt: str | None, n
                   settings: tuple[str, ...], contract_id: str | None, dry_run: bool,
                   agent_id: str | None, token_file: Path | None, as_json: bool) -> None:
     """Write the contract's first version (curator token): from --file, or a prompt plus flags."""
-    from loopx.contracts import apply_settings, objective_from_prompt, scope_settings
+    from loopx.governance.contract import apply_settings, objective_from_prompt, scope_settings
     from loopx.tools.governance import ContractInit
 
     if source is not None:
@@ -151,7 +151,7 @@ def _dry_run(ctx: click.Context, payload: dict[str, Any], as_json: bool) -> None
     """Validate a contract without writing it and print it as it would be stored."""
     import json
 
-    from loopx.records.registry import check_payload
+    from loopx.kernel.kinds import check_payload
 
     checked = check_payload("research_contract_v0", payload, context="contract")
     emit(as_json, {"contract": checked, "written": False},

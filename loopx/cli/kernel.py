@@ -20,7 +20,7 @@ from loopx.cli.app import (
     token_output,
     workspace_of,
 )
-from loopx.errors import UsageProblem
+from loopx.kernel.errors import UsageProblem
 
 
 @cli.command()
@@ -67,7 +67,7 @@ def _slug(name: str) -> str:
 def append(ctx: click.Context, kind: str | None, source: str, agent_id: str,
            token_file: Path | None, expect_seq: int | None, as_json: bool) -> None:
     """Append a record or an atomic batch of records through the checked path."""
-    from loopx.canonical import JSONInputError, loads_strict
+    from loopx.kernel.canonical import JSONInputError, loads_strict
     from loopx.tools.kernel import Append
 
     try:
@@ -87,7 +87,7 @@ def append(ctx: click.Context, kind: str | None, source: str, agent_id: str,
 
 
 def _complete_kind(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
-    from loopx.records.registry import kind_names
+    from loopx.kernel.kinds import kind_names
 
     return [k for k in kind_names() if k.startswith(incomplete)]
 
@@ -97,7 +97,7 @@ def _known_kinds(kinds: tuple[str, ...]) -> tuple[str, ...]:
     nearest kinds, or every kind when none is near)."""
     import difflib
 
-    from loopx.records.registry import kind_names
+    from loopx.kernel.kinds import kind_names
 
     known = kind_names()
     for kind in kinds:
@@ -120,7 +120,7 @@ def _known_kinds(kinds: tuple[str, ...]) -> tuple[str, ...]:
 def log(ctx: click.Context, kinds: tuple[str, ...], since: int, limit: int | None,
         as_json: bool) -> None:
     """List records in commit order (JSON Lines of the stored records with --json)."""
-    from loopx.canonical import dumps
+    from loopx.kernel.canonical import dumps
 
     kinds = _known_kinds(kinds)
     with workspace_of(ctx).store() as store:
@@ -158,7 +158,7 @@ def show(ctx: click.Context, record_id: str, as_json: bool) -> None:
 @click.pass_context
 def verify(ctx: click.Context, anchor: str | None, as_json: bool) -> None:
     """Check the whole log: canonical lines, hash chain, sequence, batches, schemas."""
-    from loopx.errors import IntegrityError
+    from loopx.kernel.errors import IntegrityError
     from loopx.tools.kernel import Verify
 
     report = run_tool(ctx, "verify", Verify(anchor))
@@ -189,7 +189,7 @@ def schemas() -> None:
 @json_option
 def schemas_export(out: Path, check: bool, as_json: bool) -> None:
     """Write (or --check) one schema per record kind, plus the draft schema."""
-    from loopx.schemas import drift, export
+    from loopx.kernel.schemas import drift, export
 
     if check:
         stale = drift(out) if out.is_dir() else ["(directory missing)"]

@@ -47,7 +47,7 @@ def lane_run(ctx: click.Context, role: str | None, agent_id: str, token_file: Pa
     and in LOOPX_* variables, no token), record its loopx_lane_result_v0, repeat. A CMD that
     cannot start is recorded as a failed attempt and stops the lane (exit 2)."""
     from loopx.cli.app import workspace_of
-    from loopx.lane_runner import RunnerOptions, run_lane
+    from loopx.runner.run import RunnerOptions, run_lane
 
     options = RunnerOptions(list(command), timeout=timeout, idle_polls=idle_polls,
                             poll_seconds=poll_seconds, max_attempts=max_attempts,
@@ -68,9 +68,9 @@ def lane_run(ctx: click.Context, role: str | None, agent_id: str, token_file: Pa
 def lane_prompt(ctx: click.Context, role: str, as_json: bool) -> None:
     """Print what an LLM coding agent needs to take ROLE's lane by hand: the loop, the commands,
     what it must not do, and that other agents' text is data, not instructions."""
-    from loopx.errors import WorkspaceError
-    from loopx.lane_prompt import lane_prompt as render
-    from loopx.lane_prompt import recorded_profile
+    from loopx.kernel.errors import WorkspaceError
+    from loopx.runner.prompt import lane_prompt as render
+    from loopx.runner.prompt import recorded_profile
     from loopx.workspace import find_workspace
 
     profile = None

@@ -20,7 +20,7 @@ from loopx.cli.app import (
     token_file_option,
     token_output,
 )
-from loopx.errors import UsageProblem
+from loopx.kernel.errors import UsageProblem
 
 # -- agents ----------------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from loopx.cli.app import agent_option, cli, credentials, token_file_option, workspace_of
-from loopx.errors import UsageProblem
+from loopx.kernel.errors import UsageProblem
 
 
 @cli.command("mcp")
@@ -21,7 +21,7 @@ def mcp(agent_id: str, token_file: Path | None) -> None:
     except ImportError:
         raise UsageProblem("the MCP server needs the MCP Python SDK: pip install "
                            "'loopx[mcp]'") from None
-    from loopx.mcp_server import serve
+    from loopx.mcp.server import serve
 
     ctx = click.get_current_context()
     serve(workspace_of(ctx), credentials(agent_id, token_file))

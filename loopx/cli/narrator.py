@@ -19,7 +19,7 @@ from loopx.cli.app import (
     token_file_option,
     workspace_of,
 )
-from loopx.errors import UsageProblem
+from loopx.kernel.errors import UsageProblem
 
 out_option = click.option(
     "--out", type=click.Path(dir_okay=False, path_type=Path), metavar="PATH",

@@ -19,7 +19,7 @@ from loopx.cli.app import (
     run_tool,
     token_file_option,
 )
-from loopx.errors import UsageProblem
+from loopx.kernel.errors import UsageProblem
 
 under_option = click.option("--under", required=True, metavar="TODO_ID:EPOCH",
                             help="The held todo this record is written under.")
@@ -151,7 +151,7 @@ def evidence_judge(ctx: click.Context, hypothesis_id: str, split: str, agent_id:
                    token_file: Path | None, as_json: bool) -> None:
     """Judge every scored packet of a hypothesis on one split with the contract's rule and
     record the verdict (evaluator). The first held-out judgement is final."""
-    from loopx.projections import control_words
+    from loopx.research.projections import control_words
     from loopx.tools.research import Judge
 
     out = run_tool(ctx, "evidence.judge", Judge(hypothesis_id, split),

@@ -129,7 +129,7 @@ def proposer(claim: dict[str, Any]) -> dict[str, Any]:
         records = [r for idea in IDEAS for r in _proposal(idea)]
         return {"records": records, "result": {"hypotheses": [i["hypothesis_id"]
                                                               for i in IDEAS]}}
-    from loopx.projections import row
+    from loopx.research.projections import row
 
     parent = claim["hypothesis_id"]
     ledger, view = workspace_view()
@@ -145,7 +145,7 @@ def proposer(claim: dict[str, Any]) -> dict[str, Any]:
 def executor(claim: dict[str, Any]) -> dict[str, Any]:
     """Run the hypothesis on the claimed split in the worktree: record the experiment as a
     commit, evaluate it over the contract's seeds with the project's own evaluator."""
-    from loopx.campaign_state import current_contract
+    from loopx.governance.state import current_contract
 
     ledger, view = workspace_view()
     contract = current_contract(view)
@@ -176,7 +176,7 @@ def evaluator(claim: dict[str, Any]) -> dict[str, Any]:
     """Judge the attempt with the contract's rule, then decide what the evidence settles:
     retire what dev or held-out data contradicts, promote what both support once the
     protected boundary is checked from git."""
-    from loopx.evidence import judgement_payload
+    from loopx.research.evidence import judgement_payload
 
     hypothesis_id = claim["hypothesis_id"]
     split = "heldout" if claim["todo_id"].endswith("judge_heldout_attempt") else "dev"

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loopx.errors import UsageProblem
+from loopx.kernel.errors import UsageProblem
 
 GOAL = "digits-demo"
 LEASE_SECONDS = 10.0
@@ -101,11 +101,11 @@ def has_git() -> bool:
 
 def setup(options: DemoOptions) -> tuple[Path, dict[str, tuple[str, Path]]]:
     """The workspace, its git repository and the agents: {agent id: (role, token file)}."""
-    from loopx.agents import register_agent
-    from loopx.checks import Credentials
+    from loopx.work.agents import register_agent
+    from loopx.kernel.checks import Credentials
     from loopx.demo.problem import project_files
-    from loopx.profiles import packaged_profiles, parse_profile
-    from loopx.todos import add_todos
+    from loopx.work.profiles import packaged_profiles, parse_profile
+    from loopx.work.todos import add_todos
     from loopx.workspace import init_workspace, record_profiles
 
     root = (options.directory or Path(tempfile.mkdtemp(prefix="loopx-demo-"))).resolve()
@@ -118,7 +118,7 @@ def setup(options: DemoOptions) -> tuple[Path, dict[str, tuple[str, Path]]]:
         (root / name).write_text(text)
     (root / "public").mkdir()
     if has_git():
-        from loopx.worktrees import git
+        from loopx.runner.worktrees import git
 
         git(root, "init", "-q", "-b", "main")
         git(root, "add", "-A")
@@ -224,7 +224,7 @@ def watch(report: DemoReport, lanes: list[Lane], options: DemoOptions,
           show: Callable[[str], None]) -> None:
     """Print progress from the log until every lane has stopped, noting in ``report`` the
     seconds taken, the executor killed (with ``kill_executor``) and the todos reclaimed."""
-    from loopx.store.base import Cursor
+    from loopx.kernel.store.base import Cursor
     from loopx.workspace import find_workspace
 
     root = report.directory
@@ -287,7 +287,7 @@ def publish_final(root: Path, agents: dict[str, tuple[str, Path]],
     """After every lane stopped: preview a changed first screen for the owner (unless one
     waits already) and publish the story and the board, as the narrator would, through the
     tool registry with the narrator's token. Returns what ``story.publish`` returned."""
-    from loopx.checks import Credentials
+    from loopx.kernel.checks import Credentials
     from loopx.narrator.first_screen import pending_preview, screen_sha256
     from loopx.narrator.publish import render
     from loopx.tools import ToolContext, call
@@ -316,7 +316,7 @@ def publish_final(root: Path, agents: dict[str, tuple[str, Path]],
 def summarize(report: DemoReport, lanes: list[Lane]) -> None:
     """Note the campaign's end state, its decisions, its publications and a verify of the log
     in ``report``."""
-    from loopx.verify import verify_store
+    from loopx.kernel.verify import verify_store
     from loopx.workspace import find_workspace
 
     root = report.directory

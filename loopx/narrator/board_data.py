@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopx.campaign_state import current_contract
+from loopx.governance.state import current_contract
 from loopx.narrator.reader import Reader
-from loopx.projections import Row
+from loopx.research.projections import Row
 
 View = dict[str, Any]
 FINISHED = ("promoted", "retired")

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopx.campaign_state import current_contract
-from loopx.control import benjamini_hochberg, expected_false_promotions, first_heldout
-from loopx.evidence import packets_for
+from loopx.governance.state import current_contract
+from loopx.research.control import benjamini_hochberg, expected_false_promotions, first_heldout
+from loopx.research.evidence import packets_for
 from loopx.narrator.reader import Reader, judgement, number
 
 View = dict[str, Any]
@@ -30,11 +30,11 @@ FIELD_WORDS = {
 }
 FORMULAS = {
     "lond": "level x discoveries: LOND's false discovery rate bound "
-            "(loopx.control.expected_false_promotions)",
+            "(loopx.research.control.expected_false_promotions)",
     "alpha_spending": "sum of the thresholds spent: the union bound "
-                      "(loopx.control.expected_false_promotions)",
+                      "(loopx.research.control.expected_false_promotions)",
     "bh": "count of Benjamini-Hochberg q-values at or below the level "
-          "(loopx.control.benjamini_hochberg)",
+          "(loopx.research.control.benjamini_hochberg)",
 }
 
 

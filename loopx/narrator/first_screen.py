@@ -12,8 +12,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from loopx.canonical import dumps
-from loopx.errors import Refused
+from loopx.kernel.canonical import dumps
+from loopx.kernel.errors import Refused
 from loopx.narrator.state import published_screen
 
 View = dict[str, Any]

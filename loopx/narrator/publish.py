@@ -16,17 +16,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from loopx.errors import Refused, StorageError, UsageProblem
+from loopx.kernel.errors import Refused, StorageError, UsageProblem
 from loopx.narrator import redaction
 from loopx.narrator.first_screen import NEUTRAL, Choice, choose, current_screen, screen_sha256
 from loopx.narrator.state import published_screen
 from loopx.narrator.story import Quoted, Story, build
 
 if TYPE_CHECKING:
-    from loopx.checks import Credentials, Identity
-    from loopx.lane_state import LaneState
-    from loopx.ledger import Ledger
-    from loopx.store.base import Record
+    from loopx.kernel.checks import Credentials, Identity
+    from loopx.work.state import LaneState
+    from loopx.kernel.ledger import Ledger
+    from loopx.kernel.store.base import Record
 
 FORMATS = {"story": ("md", "html"), "board": ("html",)}
 
@@ -86,7 +86,7 @@ def render(ledger: Ledger, surface: str, fmt: str, *, workspace_root: Path | Non
     _register_screen(view, story, choice.screen)
     doc = {**story.doc, "first_screen": choice.screen}
     if surface == "board":
-        from loopx.graph import graph_json
+        from loopx.research.graph import graph_json
         from loopx.narrator.html import render_board
 
         text = render_board(doc, graph_json(view, state.seq), extra_head)

@@ -1,7 +1,7 @@
 """The redaction gate: nothing the narrator renders is written if it holds a secret-shaped value,
 a private path, a raw log excerpt or a private field. It fails closed and has no override.
 
-Every text is checked in every reading :mod:`loopx.deobfuscate` gives it (normalised, decoded,
+Every text is checked in every reading :mod:`loopx.kernel.deobfuscate` gives it (normalised, decoded,
 re-joined), with the same secret patterns governance kinds refuse at write.
 
 Two passes. Every free text the story quotes is scanned with the record and field it came from,
@@ -21,10 +21,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from loopx.deobfuscate import read
-from loopx.errors import RedactionBlocked
+from loopx.kernel.deobfuscate import read
+from loopx.kernel.errors import RedactionBlocked
 from loopx.narrator.story import Story
-from loopx.secrets import found_how, secret_kind_in
+from loopx.kernel.secrets import found_how, secret_kind_in
 
 View = dict[str, Any]
 
@@ -110,7 +110,7 @@ def _get(doc: Any, path: str) -> Any:
 def private_values(view: View) -> list[tuple[str, str, str]]:
     """(record id, field, value) for every private value the folded state holds: private fields
     of the contract, the text of records marked private, and private kinds' free text."""
-    from loopx.records.contract import ResearchContractV0
+    from loopx.governance.records import ResearchContractV0
 
     out: list[tuple[str, str, str]] = []
 

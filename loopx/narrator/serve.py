@@ -15,7 +15,7 @@ from html import escape
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING
 
-from loopx.errors import LoopxError
+from loopx.kernel.errors import LoopxError
 
 if TYPE_CHECKING:
     from loopx.workspace import Workspace

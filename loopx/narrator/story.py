@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopx.campaign_state import current_contract
-from loopx.control import first_heldout
-from loopx.findings import finding_groups
+from loopx.governance.state import current_contract
+from loopx.research.control import first_heldout
+from loopx.governance.findings import finding_groups
 from loopx.narrator import board_data, disclosure
 from loopx.narrator.reader import SAFE_TYPES, Quoted, Reader, Story, judgement, number, signed
-from loopx.projections import Row, candidates, final_heldout, frontier
-from loopx.research_state import counts
+from loopx.research.projections import Row, candidates, final_heldout, frontier
+from loopx.research.state import counts
 
 SCHEMA = "loopx_case_story_v0"
 View = dict[str, Any]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopx.control import RULE_WORDS
+from loopx.research.control import RULE_WORDS
 from loopx.narrator.reader import number, signed
 
 SPLIT_NAMES = {"dev": "Dev", "heldout": "Held-out", "train": "Train"}

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from loopx.checks import Credentials
-from loopx.ledger import Ledger
+from loopx.kernel.checks import Credentials
+from loopx.kernel.ledger import Ledger
 
 LONG_LEASE = 7 * 24 * 3600.0
 
@@ -30,9 +30,9 @@ class Writer:
 
 def executor_writer(ledger: Ledger, owner_token: str, agent_id: str) -> Writer:
     """Register ``agent_id`` as an executor, give it its own todo with a week-long lease, claim it."""
-    from loopx.agents import register_agent
-    from loopx.claims import should_run
-    from loopx.todos import add_todos
+    from loopx.work.agents import register_agent
+    from loopx.work.claims import should_run
+    from loopx.work.todos import add_todos
 
     owner = Credentials("owner", owner_token)
     _, token = register_agent(ledger, owner, agent_id, "research_executor")

@@ -7,13 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopx.agents import register_agent
-from loopx.checks import Credentials
-from loopx.claims import complete, should_run
-from loopx.contracts import init_contract
-from loopx.ledger import Ledger
-from loopx.research import append_packet, judge, propose_hypothesis
-from loopx.todos import add_todos
+from loopx.work.agents import register_agent
+from loopx.kernel.checks import Credentials
+from loopx.work.claims import complete, should_run
+from loopx.governance.contract import init_contract
+from loopx.kernel.ledger import Ledger
+from loopx.research.operations import append_packet, judge, propose_hypothesis
+from loopx.work.todos import add_todos
 
 CONTRACT: dict[str, Any] = {
     "contract_id": "digits",

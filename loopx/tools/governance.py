@@ -17,7 +17,7 @@ class ContractInit:
 @tool("contract.init", risk="write", params=ContractInit, writes=True)
 def contract_init(ctx: ToolContext, p: ContractInit) -> dict[str, Any]:
     """Write the research contract's first version (curator); the campaign becomes planned."""
-    from loopx.contracts import contract_version, init_contract
+    from loopx.governance.contract import contract_version, init_contract
 
     records = init_contract(ctx.ledger, ctx.credentials(), p.contract)
     return {"contract": contract_version(ctx.view()), "seq": records[0]["seq"],
@@ -32,7 +32,7 @@ class ContractShow:
 @tool("contract.show", risk="read", params=ContractShow, writes=False)
 def contract_show(ctx: ToolContext, p: ContractShow) -> dict[str, Any]:
     """The contract in force (or an earlier version), with every version's change note."""
-    from loopx.contracts import contract_version
+    from loopx.governance.contract import contract_version
 
     view = ctx.view()
     shown = contract_version(view, p.version)
@@ -67,7 +67,7 @@ class ContractAmend:
 @tool("contract.amend", risk="write", params=ContractAmend, writes=True)
 def contract_amend(ctx: ToolContext, p: ContractAmend) -> dict[str, Any]:
     """Write the next contract version (curator): settings by dotted path, or a whole contract."""
-    from loopx.contracts import amend_contract
+    from loopx.governance.contract import amend_contract
 
     record = amend_contract(ctx.ledger, ctx.credentials(), p.reason,
                             settings=list(p.settings.items()), replacement=p.replacement)
@@ -90,7 +90,7 @@ class Propose:
 @tool("action.propose", risk="write", params=Propose, writes=True)
 def action_propose(ctx: ToolContext, p: Propose) -> dict[str, Any]:
     """Propose an action through a tool; returns whether it is eligible, needs approval, may run."""
-    from loopx.actions import propose
+    from loopx.governance.actions import propose
 
     return propose(ctx.ledger, ctx.credentials(), name=p.name, tool=p.tool, reason=p.reason,
                    risk=p.risk, arguments=p.arguments, estimated_cost=p.estimated_cost,
@@ -108,7 +108,7 @@ class OwnerVerdict:
 @tool("action.approve", risk="write", params=OwnerVerdict, writes=True)
 def action_approve(ctx: ToolContext, p: OwnerVerdict) -> dict[str, Any]:
     """Approve a proposal, decision or preview (owner token); approval never executes anything."""
-    from loopx.actions import decide_approval
+    from loopx.governance.actions import decide_approval
 
     return decide_approval(ctx.ledger, ctx.credentials(), p.subject_id, approved=True,
                            note=p.note, kind=p.subject, approver=p.approver)
@@ -117,7 +117,7 @@ def action_approve(ctx: ToolContext, p: OwnerVerdict) -> dict[str, Any]:
 @tool("action.reject", risk="write", params=OwnerVerdict, writes=True)
 def action_reject(ctx: ToolContext, p: OwnerVerdict) -> dict[str, Any]:
     """Reject a proposal, decision or preview (owner token)."""
-    from loopx.actions import decide_approval
+    from loopx.governance.actions import decide_approval
 
     return decide_approval(ctx.ledger, ctx.credentials(), p.subject_id, approved=False,
                            note=p.note, kind=p.subject, approver=p.approver)
@@ -131,7 +131,7 @@ class ProposalRef:
 @tool("action.can_execute", risk="read", params=ProposalRef, writes=False)
 def action_can_execute(ctx: ToolContext, p: ProposalRef) -> dict[str, Any]:
     """Whether a proposal may execute now, with every reason it may not."""
-    from loopx.actions import verdict
+    from loopx.governance.actions import verdict
 
     return verdict(ctx.view(), p.proposal_id)
 
@@ -139,7 +139,7 @@ def action_can_execute(ctx: ToolContext, p: ProposalRef) -> dict[str, Any]:
 @tool("action.status", risk="read", params=ProposalRef, writes=False)
 def action_status(ctx: ToolContext, p: ProposalRef) -> dict[str, Any]:
     """One proposal: what it asks, its approval, its result and whether it may execute."""
-    from loopx.actions import proposal_row, verdict
+    from loopx.governance.actions import proposal_row, verdict
 
     verdict(ctx.view(), p.proposal_id)  # NotFound for an unknown id
     return proposal_row(ctx.view(), p.proposal_id)
@@ -157,7 +157,7 @@ class RecordResult:
 @tool("action.record", risk="write", params=RecordResult, writes=True)
 def action_record(ctx: ToolContext, p: RecordResult) -> dict[str, Any]:
     """Record what came of an executed proposal, success or failure, and the usage it cost."""
-    from loopx.actions import record_result
+    from loopx.governance.actions import record_result
 
     return record_result(ctx.ledger, ctx.credentials(), p.proposal_id, success=p.success,
                          result=p.result, error=p.error, usage=p.usage or None)
@@ -166,7 +166,7 @@ def action_record(ctx: ToolContext, p: RecordResult) -> dict[str, Any]:
 @tool("approvals.list", risk="read", params=NoParams, writes=False)
 def approvals_list(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     """What awaits the owner's approval, oldest first."""
-    from loopx.actions import pending_approvals
+    from loopx.governance.actions import pending_approvals
 
     return {"pending": pending_approvals(ctx.view())}
 
@@ -187,7 +187,7 @@ class UsageAdd:
 @tool("usage.add", risk="write", params=UsageAdd, writes=True)
 def usage_add(ctx: ToolContext, p: UsageAdd) -> dict[str, Any]:
     """Record resource use by the calling agent (non-negative increments)."""
-    from loopx.usage import add_usage
+    from loopx.governance.usage import add_usage
 
     increments = {k: getattr(p, k) for k in ("gpu_hours", "cpu_hours", "storage_gb",
                                              "download_gb", "experiments")}
@@ -199,7 +199,7 @@ def usage_add(ctx: ToolContext, p: UsageAdd) -> dict[str, Any]:
 @tool("usage.show", risk="read", params=NoParams, writes=False)
 def usage_show(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     """Usage against the budget, in total and per agent."""
-    from loopx.usage import usage_report
+    from loopx.governance.usage import usage_report
 
     return usage_report(ctx.view())
 
@@ -219,7 +219,7 @@ class FindingAdd:
 @tool("finding.add", risk="write", params=FindingAdd, writes=True)
 def finding_add(ctx: ToolContext, p: FindingAdd) -> dict[str, Any]:
     """Record a finding of one statement kind, with the evidence it rests on."""
-    from loopx.findings import add_finding
+    from loopx.governance.findings import add_finding
 
     under = None if p.under_todo_id is None else (p.under_todo_id, p.under_epoch or 0)
     return add_finding(ctx.ledger, ctx.credentials(), kind=p.kind, statement=p.statement,
@@ -235,7 +235,7 @@ class FindingList:
 @tool("finding.list", risk="read", params=FindingList, writes=False)
 def finding_list(ctx: ToolContext, p: FindingList) -> dict[str, Any]:
     """Findings grouped by standing: established, qualified, not established, risks."""
-    from loopx.findings import finding_groups
+    from loopx.governance.findings import finding_groups
 
     return finding_groups(ctx.view(), include_superseded=p.include_superseded)
 
@@ -243,7 +243,7 @@ def finding_list(ctx: ToolContext, p: FindingList) -> dict[str, Any]:
 @tool("campaign.status", risk="read", params=NoParams, writes=False)
 def campaign_status(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     """The campaign: state, contract version, iterations, budget and what awaits approval."""
-    from loopx.campaign import status
+    from loopx.governance.campaign import status
 
     state = ctx.ledger.state()
     return {**status(state["lanes"]), "head": {"seq": state.cursor.seq,
@@ -258,7 +258,7 @@ class Evaluate:
 @tool("campaign.evaluate", risk="write", params=Evaluate, writes=True)
 def campaign_evaluate(ctx: ToolContext, p: Evaluate) -> dict[str, Any]:
     """Evaluate the stop policy now; stop the campaign if a reason applies (unless dry_run)."""
-    from loopx.campaign import evaluate
+    from loopx.governance.campaign import evaluate
 
     creds = ctx.creds if ctx.creds is not None and ctx.creds.token else None
     return evaluate(ctx.ledger, creds, dry_run=p.dry_run)
@@ -273,9 +273,9 @@ class Transition:
 @tool("campaign.transition", risk="write", params=Transition, writes=True)
 def campaign_transition(ctx: ToolContext, p: Transition) -> dict[str, Any]:
     """Move the campaign state machine (illegal moves are refused, naming the legal ones)."""
-    from loopx.campaign import transition
-    from loopx.errors import UsageProblem
-    from loopx.governance import STATES
+    from loopx.governance.campaign import transition
+    from loopx.kernel.errors import UsageProblem
+    from loopx.governance.rules import STATES
 
     if p.to_state not in STATES:
         raise UsageProblem(f"unknown state {p.to_state!r}; states: {', '.join(STATES)}")

@@ -45,8 +45,8 @@ class Verify:
 @tool("verify", risk="read", params=Verify, writes=False)
 def verify(ctx: ToolContext, p: Verify) -> dict[str, Any]:
     """Check the whole log: chain, sequence, batches, schemas, and the write checks."""
-    from loopx.errors import UsageProblem
-    from loopx.verify import Anchor, verify_store
+    from loopx.kernel.errors import UsageProblem
+    from loopx.kernel.verify import Anchor, verify_store
 
     try:
         anchor = Anchor.parse(p.expect) if p.expect else None

@@ -19,7 +19,7 @@ class AgentRegister:
 @tool("agent.register", risk="write", params=AgentRegister, writes=True)
 def agent_register(ctx: ToolContext, p: AgentRegister) -> dict[str, Any]:
     """Grant an agent a role (owner token); the agent's token is returned once."""
-    from loopx.agents import register_agent
+    from loopx.work.agents import register_agent
 
     record, token = register_agent(ctx.ledger, ctx.credentials(), p.agent_id, p.role,
                                    quota=p.quota, note=p.note)
@@ -36,7 +36,7 @@ class AgentRevoke:
 @tool("agent.revoke", risk="destructive", params=AgentRevoke, writes=True)
 def agent_revoke(ctx: ToolContext, p: AgentRevoke) -> dict[str, Any]:
     """Revoke an agent's grant (owner token); its leases lapse and its token is refused."""
-    from loopx.agents import revoke_agent
+    from loopx.work.agents import revoke_agent
 
     record = revoke_agent(ctx.ledger, ctx.credentials(), p.agent_id, p.reason)
     return {"agent_id": p.agent_id, "grant_id": record["payload"]["grant_id"],
@@ -46,7 +46,7 @@ def agent_revoke(ctx: ToolContext, p: AgentRevoke) -> dict[str, Any]:
 @tool("agent.list", risk="read", params=NoParams, writes=False)
 def agent_list(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     """Every registered agent: role, grant, revoked, claims made, leases held now."""
-    from loopx.agents import agent_rows
+    from loopx.work.agents import agent_rows
 
     return {"agents": agent_rows(ctx.view(), ctx.ledger.now())}
 
@@ -61,7 +61,7 @@ class TodoAdd:
 @tool("todo.add", risk="write", params=TodoAdd, writes=True)
 def todo_add(ctx: ToolContext, p: TodoAdd) -> dict[str, Any]:
     """Add todos (todo_item_v0 payloads) as one batch, optionally under a held todo."""
-    from loopx.todos import add_todos
+    from loopx.work.todos import add_todos
 
     under = None
     if p.under_todo_id is not None:
@@ -80,8 +80,8 @@ class TodoList:
 @tool("todo.list", risk="read", params=TodoList, writes=False)
 def todo_list(ctx: ToolContext, p: TodoList) -> dict[str, Any]:
     """Todos in the order added, filtered by role, state and holder or assignee."""
-    from loopx.errors import UsageProblem
-    from loopx.todos import STATES, todo_rows
+    from loopx.kernel.errors import UsageProblem
+    from loopx.work.todos import STATES, todo_rows
 
     bad = [s for s in p.states if s not in STATES]
     if bad:
@@ -99,7 +99,7 @@ class TodoRef:
 @tool("todo.show", risk="read", params=TodoRef, writes=False)
 def todo_show(ctx: ToolContext, p: TodoRef) -> dict[str, Any]:
     """One todo: its state, holder, epoch, lease, blockers and attempts."""
-    from loopx.todos import todo_row
+    from loopx.work.todos import todo_row
 
     return todo_row(ctx.view(), p.todo_id, ctx.ledger.now())
 
@@ -107,7 +107,7 @@ def todo_show(ctx: ToolContext, p: TodoRef) -> dict[str, Any]:
 @tool("todo.claim", risk="write", params=TodoRef, writes=True)
 def todo_claim(ctx: ToolContext, p: TodoRef) -> dict[str, Any]:
     """Claim a named todo explicitly, as the role's profile allows (executors: successors)."""
-    from loopx.claims import claim
+    from loopx.work.claims import claim
 
     return claim(ctx.ledger, ctx.credentials(), p.todo_id)
 
@@ -122,7 +122,7 @@ class Heartbeat:
 @tool("todo.heartbeat", risk="write", params=Heartbeat, writes=True)
 def todo_heartbeat(ctx: ToolContext, p: Heartbeat) -> dict[str, Any]:
     """Extend the lease on a held todo."""
-    from loopx.claims import heartbeat
+    from loopx.work.claims import heartbeat
 
     return heartbeat(ctx.ledger, ctx.credentials(), p.todo_id, p.epoch, p.ttl_seconds)
 
@@ -137,7 +137,7 @@ class Release:
 @tool("todo.release", risk="write", params=Release, writes=True)
 def todo_release(ctx: ToolContext, p: Release) -> dict[str, Any]:
     """Give a held todo back unfinished; it is open again at once."""
-    from loopx.claims import release
+    from loopx.work.claims import release
 
     return release(ctx.ledger, ctx.credentials(), p.todo_id, p.epoch, p.reason)
 
@@ -152,7 +152,7 @@ class Complete:
 @tool("todo.complete", risk="write", params=Complete, writes=True)
 def todo_complete(ctx: ToolContext, p: Complete) -> dict[str, Any]:
     """Complete a held todo with its result; the role's successor rules fire in the same step."""
-    from loopx.claims import complete
+    from loopx.work.claims import complete
 
     return complete(ctx.ledger, ctx.credentials(), p.todo_id, p.epoch, p.result)
 
@@ -168,7 +168,7 @@ class Fail:
 @tool("todo.fail", risk="write", params=Fail, writes=True)
 def todo_fail(ctx: ToolContext, p: Fail) -> dict[str, Any]:
     """Record a failed attempt; the todo reopens until its attempts are spent."""
-    from loopx.claims import fail
+    from loopx.work.claims import fail
 
     return fail(ctx.ledger, ctx.credentials(), p.todo_id, p.epoch, p.reason, p.result)
 
@@ -182,7 +182,7 @@ class ShouldRun:
 @tool("quota.should_run", risk="write", params=ShouldRun, writes=True)
 def quota_should_run(ctx: ToolContext, p: ShouldRun) -> dict[str, Any]:
     """What this agent should do next; with claim, select and claim in one locked step."""
-    from loopx.claims import should_run
+    from loopx.work.claims import should_run
 
     return should_run(ctx.ledger, p.agent_id, claim=p.claim,
                       creds=ctx.credentials() if p.claim else None)
@@ -191,9 +191,9 @@ def quota_should_run(ctx: ToolContext, p: ShouldRun) -> dict[str, Any]:
 @tool("status", risk="read", params=NoParams, writes=False)
 def status(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     """One screen of the campaign: agents, leases held, todos by state, profile drift."""
-    from loopx.agents import agent_rows
-    from loopx.campaign_state import current_contract
-    from loopx.todos import counts_by_state, todo_rows
+    from loopx.work.agents import agent_rows
+    from loopx.governance.state import current_contract
+    from loopx.work.todos import counts_by_state, todo_rows
 
     state = ctx.ledger.state()
     lanes, now = state["lanes"], ctx.ledger.now()
@@ -217,8 +217,8 @@ def status(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
 
 def _profile_drift(ctx: ToolContext, lanes: dict[str, Any]) -> list[str]:
     """Profile files in ``.loopx/lanes/`` that differ from the profiles in force."""
-    from loopx.errors import RecordRejected
-    from loopx.profiles import parse_profile
+    from loopx.kernel.errors import RecordRejected
+    from loopx.work.profiles import parse_profile
 
     drift = []
     for path in sorted(ctx.workspace.lanes_dir.glob("*.toml")):
@@ -235,7 +235,7 @@ def _profile_drift(ctx: ToolContext, lanes: dict[str, Any]) -> list[str]:
 @tool("lanes.show", risk="read", params=NoParams, writes=False)
 def lanes_show(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     """The role profiles in force (as recorded in the log)."""
-    from loopx.scope import role_scope
+    from loopx.work.scope import role_scope
 
     profiles = ctx.view()["profiles"]
     return {"profiles": [{**profile, "effective_scope": {k: list(v) for k, v in
@@ -246,7 +246,7 @@ def lanes_show(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
 @tool("lanes.apply", risk="write", params=NoParams, writes=True)
 def lanes_apply(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     """Validate the profile files in .loopx/lanes/ and record those that changed (owner token)."""
-    from loopx.profiles import load_profiles
+    from loopx.work.profiles import load_profiles
     from loopx.workspace import record_profiles
 
     profiles = load_profiles(ctx.workspace.lanes_dir)

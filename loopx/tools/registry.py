@@ -8,11 +8,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from loopx.errors import FieldProblem, RecordRejected, UsageProblem
+from loopx.kernel.errors import FieldProblem, RecordRejected, UsageProblem
 
 if TYPE_CHECKING:
-    from loopx.checks import Credentials
-    from loopx.ledger import Ledger
+    from loopx.kernel.checks import Credentials
+    from loopx.kernel.ledger import Ledger
     from loopx.workspace import Workspace
 
 RiskClass = Literal["read", "write", "compute", "external", "destructive"]
@@ -44,7 +44,7 @@ class ToolContext:
         Raises:
             Unauthorized: none were given.
         """
-        from loopx.errors import Unauthorized
+        from loopx.kernel.errors import Unauthorized
 
         if self.creds is None or not self.creds.token:
             raise Unauthorized("this operation writes and needs a token",
@@ -155,7 +155,7 @@ def call(name: str, ctx: ToolContext, args: Any) -> dict[str, Any]:
 def _validated(found: Tool, args: Any) -> Any:
     from pydantic import TypeAdapter, ValidationError
 
-    from loopx.records.registry import pydantic_problems
+    from loopx.kernel.kinds import pydantic_problems
 
     if not isinstance(args, dict):
         raise RecordRejected([FieldProblem("arguments", "expected an object")], context=found.name)

@@ -10,7 +10,7 @@ from loopx.tools.registry import NoParams, ToolContext, tool
 
 
 def _under(todo_id: str | None, epoch: int | None) -> tuple[str, int]:
-    from loopx.errors import UsageProblem
+    from loopx.kernel.errors import UsageProblem
 
     if todo_id is None or epoch is None:
         raise UsageProblem("this record is written under a held todo: give its id and epoch")
@@ -28,7 +28,7 @@ class HypothesisPropose:
 @tool("hypothesis.propose", risk="write", params=HypothesisPropose, writes=True)
 def hypothesis_propose(ctx: ToolContext, p: HypothesisPropose) -> dict[str, Any]:
     """Propose a hypothesis under a held todo, with the todos that will work on it."""
-    from loopx.research import propose_hypothesis
+    from loopx.research.operations import propose_hypothesis
 
     return propose_hypothesis(ctx.ledger, ctx.credentials(), p.hypothesis,
                               under=_under(p.under_todo_id, p.under_epoch), todos=p.todos)
@@ -44,7 +44,7 @@ class AppendPacket:
 @tool("evidence.append_packet", risk="write", params=AppendPacket, writes=True)
 def evidence_append_packet(ctx: ToolContext, p: AppendPacket) -> dict[str, Any]:
     """Record one attempt's evidence packet (scored or failed) under the held todo."""
-    from loopx.research import append_packet
+    from loopx.research.operations import append_packet
 
     return append_packet(ctx.ledger, ctx.credentials(), p.packet,
                          under=_under(p.under_todo_id, p.under_epoch))
@@ -60,7 +60,7 @@ class Judge:
 def evidence_judge(ctx: ToolContext, p: Judge) -> dict[str, Any]:
     """Judge every scored packet of a hypothesis on one split under the contract's rule and
     record it; a held-out judgement is final."""
-    from loopx.research import judge
+    from loopx.research.operations import judge
 
     return judge(ctx.ledger, ctx.credentials(), p.hypothesis_id, p.split)
 
@@ -76,7 +76,7 @@ class Audit:
 @tool("novelty.audit", risk="write", params=Audit, writes=True)
 def novelty_audit(ctx: ToolContext, p: Audit) -> dict[str, Any]:
     """Record an independent novelty audit (never of a hypothesis the auditor proposed)."""
-    from loopx.research import audit_novelty
+    from loopx.research.operations import audit_novelty
 
     return audit_novelty(ctx.ledger, ctx.credentials(), p.hypothesis_id, p.verdict,
                          refs=p.refs, note=p.note)
@@ -90,8 +90,8 @@ class GateCheck:
 @tool("gate.check", risk="write", params=GateCheck, writes=True)
 def gate_check(ctx: ToolContext, p: GateCheck) -> dict[str, Any]:
     """Verify the protected boundary from git for the evidence a hypothesis rests on; record it."""
-    from loopx.protected import repo_root
-    from loopx.research import check_gate
+    from loopx.research.protected import repo_root
+    from loopx.research.operations import check_gate
 
     return check_gate(ctx.ledger, ctx.credentials(), p.hypothesis_id,
                       repo=repo_root(ctx.workspace.root))
@@ -109,7 +109,7 @@ class Decide:
 @tool("decision.decide", risk="write", params=Decide, writes=True)
 def decision_decide(ctx: ToolContext, p: Decide) -> dict[str, Any]:
     """Promote or retire a hypothesis on its candidate, bound to its revision (evaluator)."""
-    from loopx.decisions import decide
+    from loopx.research.decisions import decide
 
     return decide(ctx.ledger, ctx.credentials(), p.hypothesis_id, p.outcome, reason=p.reason,
                   note=p.note, decision_id=p.decision_id)
@@ -118,7 +118,7 @@ def decision_decide(ctx: ToolContext, p: Decide) -> dict[str, Any]:
 @tool("graph.export", risk="read", params=NoParams, writes=False)
 def graph_export(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     """The research_evidence_graph_v0: typed nodes and edges, in a fixed order."""
-    from loopx.graph import graph_json
+    from loopx.research.graph import graph_json
 
     state = ctx.ledger.state()
     return graph_json(state["lanes"], state.seq)
@@ -132,8 +132,8 @@ class Frontier:
 @tool("frontier.show", risk="read", params=Frontier, writes=False)
 def frontier_show(ctx: ToolContext, p: Frontier) -> dict[str, Any]:
     """decentralized_research_frontier_v0: each hypothesis' state, next action and its role."""
-    from loopx.projections import frontier
-    from loopx.should_run import agent_entry
+    from loopx.research.projections import frontier
+    from loopx.work.should_run import agent_entry
 
     state = ctx.ledger.state()
     view = state["lanes"]
@@ -148,7 +148,7 @@ def frontier_show(ctx: ToolContext, p: Frontier) -> dict[str, Any]:
 @tool("candidates.list", risk="read", params=NoParams, writes=False)
 def candidates_list(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     """Promotion, retirement and retry candidates, each with the records it rests on."""
-    from loopx.projections import candidates
+    from loopx.research.projections import candidates
 
     state = ctx.ledger.state()
     return {"head_seq": state.seq, **candidates(state["lanes"])}

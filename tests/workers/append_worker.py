@@ -15,8 +15,8 @@ import os
 import random
 import sys
 
-import loopx.records.registry  # noqa: F401  (import before READY, not on the clock)
-from loopx.checks import Credentials
+import loopx.kernel.kinds  # noqa: F401  (import before READY, not on the clock)
+from loopx.kernel.checks import Credentials
 from loopx.workspace import find_workspace
 
 

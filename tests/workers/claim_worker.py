@@ -13,9 +13,9 @@ import os
 import sys
 import time
 
-import loopx.records.registry  # noqa: F401  (import before READY, not on the clock)
-from loopx.checks import Credentials
-from loopx.claims import complete, should_run
+import loopx.kernel.kinds  # noqa: F401  (import before READY, not on the clock)
+from loopx.kernel.checks import Credentials
+from loopx.work.claims import complete, should_run
 from loopx.workspace import find_workspace
 
 

@@ -12,10 +12,10 @@ import argparse
 import os
 import sys
 
-from loopx.actions import decide_approval, pending_approvals, propose
-from loopx.checks import Credentials
-from loopx.findings import add_finding
-from loopx.usage import add_usage
+from loopx.governance.actions import decide_approval, pending_approvals, propose
+from loopx.kernel.checks import Credentials
+from loopx.governance.findings import add_finding
+from loopx.governance.usage import add_usage
 from loopx.workspace import find_workspace
 
 

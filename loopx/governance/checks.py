@@ -1,0 +1,267 @@
+"""Write checks for governance records: contract versions, campaign transitions, proposals,
+approvals, action results, findings and decisions, and the stop transition a decision's batch
+must carry when the stop policy fires.
+
+Called from :func:`loopx.kernel.checks.check_batch` under the store lock (and by ``loopx verify``),
+against an overlay of the checked state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from loopx.governance.state import TERMINAL, approval_subjects, current_contract
+from loopx.kernel.errors import Refused, ResearchRefused
+from loopx.governance.rules import (
+    TRANSITIONS,
+    Block,
+    action_phrase,
+    approval_required,
+    campaign_block,
+    loopx_tool_risk,
+    todo_over_budget,
+    tool_eligible,
+    transition_allowed,
+    unknown_tool,
+)
+from loopx.research.plan import current_plan
+from loopx.governance.stopping import stop_reasons
+
+if TYPE_CHECKING:
+    from loopx.kernel.checks import Identity
+
+View = dict[str, Any]
+Record = dict[str, Any]
+
+
+def _check_contract(view: View, who: Identity, record: Record) -> None:
+    from loopx.governance.contract import changed_fields
+
+    p = record["payload"]
+    current = current_contract(view)
+    if current is None:
+        if p["version"] != 1 or p["supersedes"] is not None or p["amendment"] is not None:
+            raise Refused("there is no contract yet: the first version is version 1, with no "
+                          "supersedes and no amendment", hint="`loopx contract init`")
+        return
+    if p["version"] == 1:
+        raise Refused(f"a contract exists ({current['contract_id']} version "
+                      f"{current['version']}); change it with an amendment",
+                      hint="`loopx contract amend`")
+    if p["contract_id"] != current["contract_id"]:
+        raise Refused(f"an amendment keeps contract_id {current['contract_id']!r}")
+    if p["version"] != current["version"] + 1 or p["supersedes"] != current["record_id"]:
+        raise Refused(f"an amendment of version {current['version']} is version "
+                      f"{current['version'] + 1} and supersedes {current['record_id']}")
+    if p["amendment"] is None:
+        raise Refused("an amendment must say what changed and why (payload.amendment)")
+    changed = changed_fields(current, p)
+    if not changed:
+        raise Refused("the amendment changes nothing")
+    if sorted(p["amendment"]["changed"]) != changed:
+        raise Refused(f"amendment.changed must list exactly what changed: {', '.join(changed)}")
+    plan = current_plan(view)
+    measured = None if plan is None else plan["plan"]["metric.baseline_hypothesis"]
+    if (plan is not None and plan["frozen_seq"] is not None and measured is not None
+            and p["metric"].get("baseline_hypothesis") is None):
+        raise ResearchRefused(
+            "measured_baseline", f"the plan measures its baseline ({measured!r}) and evidence "
+            f"has been recorded under it since seq {plan['frozen_seq']}: an amendment may name "
+            "another measured baseline, never replace it with an assumed number",
+            hint="set metric.baseline_hypothesis to a hypothesis the executors will measure")
+
+
+def _check_transition(view: View, who: Identity, record: Record) -> None:
+    p = record["payload"]
+    status = view["campaign"]["status"]
+    current, target = status["state"], p["to_state"]
+    if p["from_state"] != current:
+        raise Refused(f"the campaign is {current}, not {p['from_state']}")
+    if not transition_allowed(current, target):
+        legal = ", ".join(TRANSITIONS[current]) or "none: it is finished"
+        raise Refused(f"the campaign cannot move from {current} to {target} (from {current}: "
+                      f"{legal})")
+    if target in ("planned", "ready", "running") and current_contract(view) is None:
+        raise Refused(f"a campaign without a contract cannot be {target}",
+                      hint="the curator writes one with `loopx contract init`")
+    if p["decision_id"] is not None:
+        raise Refused("only the stop fired in a decision's own batch names that decision")
+    if target != "stopped":
+        if p["stop_reasons"]:
+            raise Refused("only a stop carries stop_reasons")
+        return
+    due = policy_reasons(view)
+    if who.is_owner and p["stop_reasons"] == ["operator_requested"]:
+        return
+    if not p["stop_reasons"] or p["stop_reasons"] != due:
+        raise Refused("a stop lists exactly the stop reasons that apply now: "
+                      + (", ".join(due) if due else "none apply")
+                      + ("" if not who.is_owner else " (or operator_requested, by the owner)"))
+    if p["iteration"] != view["campaign"]["iterations"]["count"]:
+        raise Refused(f"a stop names the current iteration "
+                      f"{view['campaign']['iterations']['count']}")
+
+
+def policy_reasons(view: View) -> list[str]:
+    """The stop policy's reasons at this point of the log."""
+    campaign = view["campaign"]
+    return stop_reasons(current_contract(view), campaign["iterations"],
+                        campaign["usage"]["total"])
+
+
+def _check_proposal(view: View, who: Identity, record: Record) -> None:
+    p = record["payload"]
+    contract = current_contract(view)
+    if contract is None:
+        raise Refused("there is no contract to judge a proposal under",
+                      hint="the curator writes one with `loopx contract init`")
+    if p["proposal_id"] in view["proposals"]:
+        raise Refused(f"proposal {p['proposal_id']!r} already exists")
+    try:
+        registered = loopx_tool_risk(p["tool"])
+    except KeyError:
+        raise Refused(unknown_tool(p["tool"])) from None
+    if registered is not None and p["risk"] != registered:
+        raise Refused(f"{p['tool']} is a {registered} tool, not {p['risk']}")
+    eligible, _ = tool_eligible(contract, p["tool"])
+    needs = approval_required(contract, p["risk"])
+    if (p["eligible"], p["requires_approval"], p["contract_version"]) != (
+            eligible, needs, contract["version"]):
+        raise Refused(f"under contract version {contract['version']} this proposal is "
+                      f"eligible={eligible} and requires_approval={needs}")
+    if who.is_owner and eligible and needs:
+        raise Refused(f"{action_phrase(p['risk'], contract)} needs the owner's approval, "
+                      "and no one approves their own proposal",
+                      hint="have an agent propose it, or amend the contract's approval rules")
+
+
+def _check_approval(view: View, who: Identity, record: Record) -> None:
+    p = record["payload"]
+    kind, subject_id = p["subject"]["kind"], p["subject"]["id"]
+    table = approval_subjects(view).get(kind)
+    subject = None if table is None else table.get(subject_id)
+    if subject is None:
+        raise Refused(f"there is no {kind} {subject_id!r} to approve or reject")
+    if subject["agent_id"] == record["agent_id"]:
+        raise Refused(f"{kind} {subject_id!r} was written by {record['agent_id']}; no one "
+                      "approves their own")
+    if subject["approval"] is not None:
+        raise Refused(f"{kind} {subject_id!r} was already {subject['approval']['verdict']} at "
+                      f"seq {subject['approval']['seq']}")
+    if kind == "proposal":
+        if subject["result"] is not None:
+            raise Refused(f"proposal {subject_id!r} already has a result")
+        contract = current_contract(view)
+        if p["verdict"] == "approved" and contract is not None:
+            eligible, why = tool_eligible(contract, subject["tool"])
+            if not eligible:
+                raise Refused(f"proposal {subject_id!r}: tool {subject['tool']!r} is {why}; "
+                              "approval cannot make a tool eligible",
+                              hint="the curator amends the contract's tool lists")
+
+
+def _check_result(view: View, who: Identity, record: Record) -> None:
+    p = record["payload"]
+    proposal = view["proposals"].get(p["proposal_id"])
+    if proposal is None:
+        raise Refused(f"there is no proposal {p['proposal_id']!r}")
+    if not who.is_owner and proposal["agent_id"] != who.agent_id:
+        raise Refused(f"proposal {p['proposal_id']!r} is {proposal['agent_id']}'s; only its "
+                      "proposer (or the owner) records its result")
+    if proposal["result"] is not None:
+        raise Refused(f"proposal {p['proposal_id']!r} already has a result (seq "
+                      f"{proposal['result']['seq']})")
+    why = _not_runnable(current_contract(view), proposal)
+    if why:
+        raise Refused(f"proposal {p['proposal_id']!r} {why}; it cannot have run",
+                      hint="`loopx can-execute` before executing")
+
+
+def _not_runnable(contract: dict[str, Any] | None, proposal: dict[str, Any]) -> str | None:
+    """Why a proposal could not have been permitted to run, or None.
+
+    ``can-execute`` judges under the contract in force when it is asked; the result arrives
+    later, perhaps after an amendment. So a result is accepted when the proposal was runnable
+    under the version it was proposed under or under the one in force now, and no result of a
+    permitted run is ever refused.
+    """
+    approval = proposal["approval"]
+    if approval is not None and approval["verdict"] == "rejected":
+        return f"was rejected at seq {approval['seq']}"
+    now_eligible = contract is not None and tool_eligible(contract, proposal["tool"])[0]
+    if not (proposal["eligible"] or now_eligible):
+        return "names a tool the contract does not admit"
+    now_needs = contract is None or approval_required(contract, proposal["risk"])
+    if approval is None and proposal["requires_approval"] and now_needs:
+        return "is still awaiting approval"
+    return None
+
+
+def _check_usage(view: View, who: Identity, record: Record) -> None:
+    proposal_id = record["payload"].get("proposal_id")
+    if proposal_id is not None and proposal_id not in view["proposals"]:
+        raise Refused(f"usage names proposal {proposal_id!r}, which does not exist")
+
+
+def _check_finding(view: View, who: Identity, record: Record) -> None:
+    p = record["payload"]
+    findings = view["findings"]
+    if p["finding_id"] in findings:
+        raise Refused(f"finding {p['finding_id']!r} already exists")
+    old = p.get("supersedes")
+    if old is not None and (old not in findings or findings[old]["superseded_by"] is not None):
+        raise Refused(f"finding {p['finding_id']!r} supersedes {old!r}, which is not a "
+                      "current finding")
+
+
+def _check_decision(view: View, who: Identity, record: Record) -> None:
+    p = record["payload"]
+    if p["decision_id"] in view["decisions"]:
+        raise Refused(f"decision {p['decision_id']!r} already exists")
+    live = view["hypothesis_decisions"].get(p["hypothesis_id"])
+    if p.get("supersedes") != live:
+        raise Refused(f"hypothesis {p['hypothesis_id']!r}: "
+                      + (f"a new decision must cite and supersede {live!r}" if live
+                         else "there is no earlier decision to supersede"))
+
+
+GOVERNANCE_CHECKS: dict[str, Callable[[View, Any, Record], None]] = {
+    "research_contract_v0": _check_contract,
+    "campaign_transition_v0": _check_transition,
+    "action_proposal_v0": _check_proposal,
+    "approval_v0": _check_approval,
+    "action_result_v0": _check_result,
+    "usage_v0": _check_usage,
+    "finding_v0": _check_finding,
+    "research_decision_v0": _check_decision,
+}
+
+
+def stop_payload(view: View, reason: str,
+                 decision_id: str | None = None) -> dict[str, Any] | None:
+    """The campaign's stop if the policy fires now (its transition payload), else None."""
+    status = view["campaign"]["status"]
+    if status["state"] in TERMINAL:
+        return None
+    due = policy_reasons(view)
+    if not due:
+        return None
+    return {"from_state": status["state"], "to_state": "stopped", "reason": reason,
+            "stop_reasons": due, "iteration": view["campaign"]["iterations"]["count"],
+            "decision_id": decision_id}
+
+
+def stop_transition(view: View, decision: Record) -> dict[str, Any] | None:
+    """The stop a decision's batch must carry next (its payload), if the policy now fires."""
+    decision_id = decision["payload"]["decision_id"]
+    return stop_payload(view, f"stop policy evaluated with decision {decision_id}", decision_id)
+
+
+def claim_block(view: View, agent_id: str, todo: dict[str, Any]) -> Block | None:
+    """Why the campaign refuses a claim of ``todo`` by ``agent_id`` (None: it does not)."""
+    block = campaign_block(view, agent_id)
+    if block is not None:
+        return block
+    over = todo_over_budget(view, todo)
+    return Block("budget_exhausted", {"over_budget": over}) if over else None

@@ -1,0 +1,94 @@
+"""State as a fold over the log: reducers turn records into compact, JSON-ready state.
+
+Reducers are pure: they see only records (never the clock or the disk), so any process that
+folds the same log gets the same state, and a checkpoint of it is plain data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from loopx.work.state import LanesReducer
+from loopx.kernel.store.base import Cursor, Record
+
+
+class Reducer(Protocol):
+    """One slice of folded state. Bump ``version`` whenever ``apply`` changes meaning."""
+
+    name: str
+    version: int
+
+    def initial(self) -> dict[str, Any]:
+        """The slice before any record."""
+        ...
+
+    def apply(self, state: dict[str, Any], record: Record) -> None:
+        """Fold one record into the slice, in place."""
+        ...
+
+
+class KernelReducer:
+    """Workspace identity and counts: goal, format, owner token digest, records per kind."""
+
+    name = "kernel"
+    version = 1
+
+    def initial(self) -> dict[str, Any]:
+        return {"goal_id": None, "format_version": None, "owner_token_sha256": None,
+                "records": 0, "kinds": {}, "repairs": 0}
+
+    def apply(self, state: dict[str, Any], record: Record) -> None:
+        kind = record["schema_version"]
+        state["records"] += 1
+        state["kinds"][kind] = state["kinds"].get(kind, 0) + 1
+        if kind == "workspace_v0":
+            payload = record["payload"]
+            state["goal_id"] = payload["goal_id"]
+            state["format_version"] = payload["format_version"]
+            state["owner_token_sha256"] = payload["owner_token_sha256"]
+        elif kind == "store_repair_v0":
+            state["repairs"] += 1
+
+
+REDUCERS: tuple[Reducer, ...] = (KernelReducer(), LanesReducer())
+
+
+def fold_version(reducers: Iterable[Reducer] = REDUCERS) -> str:
+    """Identifies the fold; a checkpoint made by another fold version is discarded."""
+    return ",".join(f"{r.name}:{r.version}" for r in reducers)
+
+
+@dataclass
+class State:
+    """Folded state up to ``cursor``: one dict per reducer."""
+
+    cursor: Cursor = field(default_factory=Cursor)
+    parts: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def initial(cls, reducers: Iterable[Reducer] = REDUCERS) -> State:
+        """State of an empty log."""
+        return cls(Cursor(), {r.name: r.initial() for r in reducers})
+
+    def __getitem__(self, name: str) -> dict[str, Any]:
+        return self.parts[name]
+
+    @property
+    def seq(self) -> int:
+        """Sequence number of the last record folded in."""
+        return self.cursor.seq
+
+
+def advance(state: State, entries: Iterable[tuple[Record, Cursor]],
+            reducers: Iterable[Reducer] = REDUCERS) -> int:
+    """Fold records (with their cursors) into ``state``; returns how many were folded."""
+    reducers = tuple(reducers)
+    count = 0
+    for record, cursor in entries:
+        for reducer in reducers:
+            reducer.apply(state.parts[reducer.name], record)
+        state.cursor = cursor
+        count += 1
+    return count

@@ -1,0 +1,303 @@
+"""The one registry of record kinds, and the checks that turn a submitted draft into a record."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from loopx.kernel.canonical import join_path, json_problems
+from loopx.kernel.errors import FieldProblem, RecordRejected
+from loopx.governance.records import ResearchContractV0
+from loopx.kernel.envelope import STORE_FIELDS, Draft, Envelope
+from loopx.research.records import AutoResearchEvidencePacketV0, ResearchEvidenceEventV0
+from loopx.governance.records import (
+    ActionProposalV0,
+    ActionResultV0,
+    ApprovalV0,
+    CampaignTransitionV0,
+    FindingV0,
+    ResearchDecisionV0,
+    UsageV0,
+)
+from loopx.research.records import ResearchHypothesisV0
+from loopx.work.records import AgentGrantV0, AgentRevocationV0, LaneProfileV0
+from loopx.narrator.records import PublicationPreviewV0, PublicationV0
+from loopx.research.records import GateResultV0, NoveltyAuditV0, ResearchRefusalV0
+from loopx.work.records import RolloutEventV0
+from loopx.kernel.system_records import StoreClockV0, StoreRepairV0, WorkspaceV0
+from loopx.work.records import AutoResearchLaneClaimV1, TodoEventV0, TodoItemV0
+from loopx.kernel.types import Model
+from loopx.kernel.tokens import token_problems
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """A record kind: its payload model, envelope defaults and who may append it."""
+
+    name: str
+    model: type[Model]
+    visibility: Literal["public", "private"]
+    provenance: Literal["observed", "computed", "self_reported", "claimed"]
+    # agents/owner: appended through the checked path; loopx: built by a loopx tool or the write
+    # path itself (never appended by hand); init/store: the genesis and repair records.
+    written_by: Literal["agents", "owner", "loopx", "init", "store"]
+    summary: str
+    # Governance kinds carry free text and tool arguments: secret-shaped values are refused.
+    secrets_checked: bool = False
+
+
+_SPECS = (
+    KindSpec("workspace_v0", WorkspaceV0, "private", "computed", "init",
+             "genesis record: goal, workspace format, owner token digest"),
+    KindSpec("store_repair_v0", StoreRepairV0, "private", "observed", "store",
+             "a torn tail moved to quarantine by the next lock holder"),
+    KindSpec("store_clock_v0", StoreClockV0, "private", "observed", "store",
+             "a writer's wall clock the store overruled, once per wrong clock"),
+    KindSpec("research_contract_v0", ResearchContractV0, "public", "self_reported", "agents",
+             "the research contract and its amendments", secrets_checked=True),
+    KindSpec("research_hypothesis_v0", ResearchHypothesisV0, "public", "self_reported", "agents",
+             "a todo-backed hypothesis, optionally refining a parent"),
+    KindSpec("auto_research_evidence_packet_v0", AutoResearchEvidencePacketV0, "public",
+             "observed", "agents", "an executor attempt with per-split results"),
+    KindSpec("research_evidence_event_v0", ResearchEvidenceEventV0, "public", "computed", "agents",
+             "the evaluator's scored judgement of attempts"),
+    KindSpec("todo_item_v0", TodoItemV0, "public", "self_reported", "agents",
+             "a bounded piece of work for one role"),
+    KindSpec("auto_research_lane_claim_v1", AutoResearchLaneClaimV1, "public", "computed",
+             "agents", "a leased claim of a todo (the claim packet)"),
+    KindSpec("todo_event_v0", TodoEventV0, "public", "self_reported", "agents",
+             "a todo lifecycle step: heartbeat, release, completion, failure, expiry"),
+    KindSpec("rollout_event_v0", RolloutEventV0, "public", "observed", "agents",
+             "an executor's rollout step"),
+    KindSpec("lane_profile_v0", LaneProfileV0, "public", "self_reported", "owner",
+             "a role profile: scope, actions, lease timing, successor rules"),
+    KindSpec("agent_grant_v0", AgentGrantV0, "private", "observed", "owner",
+             "the owner grants an agent a role; its record id is the capability id"),
+    KindSpec("agent_revocation_v0", AgentRevocationV0, "private", "observed", "owner",
+             "the owner revokes an agent's grant"),
+    KindSpec("action_proposal_v0", ActionProposalV0, "private", "self_reported", "agents",
+             "an action an agent proposes through a tool, judged under the contract",
+             secrets_checked=True),
+    KindSpec("approval_v0", ApprovalV0, "private", "observed", "owner",
+             "the owner approves or rejects a proposal, a decision or a preview",
+             secrets_checked=True),
+    KindSpec("action_result_v0", ActionResultV0, "private", "self_reported", "agents",
+             "what came of an executed proposal, success or failure", secrets_checked=True),
+    KindSpec("usage_v0", UsageV0, "private", "self_reported", "agents",
+             "resource use by the writing agent, as increments", secrets_checked=True),
+    KindSpec("finding_v0", FindingV0, "public", "self_reported", "agents",
+             "a statement of one kind (fact, result, interpretation, hypothesis, ...)",
+             secrets_checked=True),
+    KindSpec("research_decision_v0", ResearchDecisionV0, "public", "computed", "agents",
+             "the evaluator/promoter promotes or retires a hypothesis (one iteration)",
+             secrets_checked=True),
+    KindSpec("campaign_transition_v0", CampaignTransitionV0, "public", "computed", "agents",
+             "a move of the campaign state machine, with its stop reasons",
+             secrets_checked=True),
+    KindSpec("novelty_audit_v0", NoveltyAuditV0, "public", "self_reported", "agents",
+             "an independent audit of a hypothesis' novelty claim", secrets_checked=True),
+    KindSpec("publication_preview_v0", PublicationPreviewV0, "public", "computed", "agents",
+             "a first screen the narrator shows the owner before publishing it"),
+    KindSpec("publication_v0", PublicationV0, "public", "computed", "agents",
+             "a published story or board, pinned to the graph snapshot it was made from"),
+    KindSpec("gate_result_v0", GateResultV0, "public", "computed", "loopx",
+             "a gate check verified outside the log (the protected boundary, from git)"),
+    KindSpec("research_refusal_v0", ResearchRefusalV0, "public", "computed", "loopx",
+             "a request a research rule refused, recorded for the audit trail"),
+)
+
+# A writer may lower a record's provenance below its kind's default, never raise it.
+_PROVENANCE_RANK = {"claimed": 0, "self_reported": 1, "observed": 2, "computed": 2}
+KINDS: dict[str, KindSpec] = {spec.name: spec for spec in _SPECS}
+
+
+def kind_names() -> list[str]:
+    """Every registered kind, sorted."""
+    return sorted(KINDS)
+
+
+def get_kind(name: str) -> KindSpec:
+    """The spec of a kind; an unknown name is refused naming the known ones."""
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise RecordRejected(
+            [FieldProblem("schema_version", f"unknown kind {name!r}; known: {', '.join(kind_names())}")]
+        ) from None
+
+
+def pydantic_problems(exc: ValidationError, prefix: str = "") -> list[FieldProblem]:
+    """Translate pydantic errors into dotted field paths with short, readable problems."""
+    problems = []
+    for err in exc.errors(include_url=False):
+        path = prefix
+        for part in err["loc"]:
+            path = join_path(path, part)
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        elif err["type"] == "missing":
+            msg = "required field is missing"
+        problems.append(FieldProblem(path or "record", msg))
+    return problems
+
+
+@dataclass(frozen=True)
+class Author:
+    """Who is writing: envelope values used where a draft leaves them out."""
+
+    goal_id: str
+    agent_id: str | None = None
+    lane_role: str | None = None
+    capability: str | None = None
+    authenticated: bool = False
+
+
+def new_record_id() -> str:
+    """A fresh random record id (122 random bits)."""
+    return f"rec_{uuid.uuid4().hex}"
+
+
+def prepare(doc: Any, author: Author, *, kind: str | None = None, where: str = "",
+            allow: frozenset[str] = frozenset({"agents", "owner"})) -> dict[str, Any]:
+    """Check one submitted draft and return the unsealed record (every field but the store's).
+
+    Raises:
+        RecordRejected: naming every refused field; nothing has been written.
+    """
+    if not isinstance(doc, dict):
+        raise RecordRejected([FieldProblem(where or "record", "expected a JSON object")])
+    problems = json_problems(doc, where) or token_problems(doc, where)
+    problems += [
+        FieldProblem(join_path(where, f), "assigned by loopx; remove it")
+        for f in STORE_FIELDS if f in doc
+    ]
+    if problems:
+        raise RecordRejected(problems)
+    try:
+        draft = Draft.model_validate(doc)
+    except ValidationError as exc:
+        raise RecordRejected(pydantic_problems(exc, where)) from None
+    name = draft.schema_version or kind
+    if name is None:
+        raise RecordRejected([FieldProblem(join_path(where, "schema_version"), "no kind given")])
+    if kind is not None and draft.schema_version not in (None, kind):
+        raise RecordRejected([FieldProblem(
+            join_path(where, "schema_version"),
+            f"record says {draft.schema_version!r} but the kind requested is {kind!r}")])
+    spec = _lookup(name, where)
+    if spec.written_by not in allow:
+        raise RecordRejected([FieldProblem(
+            join_path(where, "schema_version"),
+            f"{name} is written only by loopx itself ({spec.written_by}), not appended")])
+    payload = _checked_payload(spec, draft.payload, join_path(where, "payload"))
+    goal_id = draft.goal_id or author.goal_id
+    missing = []
+    for field in ("agent_id", "lane_role", "capability"):
+        given, own = getattr(draft, field), getattr(author, field)
+        if author.authenticated and given is not None and given != own:
+            missing.append(FieldProblem(join_path(where, field),
+                                        f"is {given!r} but the writer is {own!r}; leave it out"))
+    if (draft.provenance is not None
+            and _PROVENANCE_RANK[draft.provenance] > _PROVENANCE_RANK[spec.provenance]):
+        missing.append(FieldProblem(join_path(where, "provenance"),
+                                    f"{draft.provenance!r} is stronger than {name}'s "
+                                    f"{spec.provenance!r}; a writer may only lower it"))
+    if goal_id != author.goal_id:
+        missing.append(FieldProblem(join_path(where, "goal_id"),
+                                    f"this workspace holds goal {author.goal_id!r}, not {goal_id!r}"))
+    agent_id = draft.agent_id or author.agent_id
+    lane_role = draft.lane_role or author.lane_role
+    if agent_id is None:
+        missing.append(FieldProblem(join_path(where, "agent_id"), "required field is missing"))
+    if lane_role is None:
+        missing.append(FieldProblem(join_path(where, "lane_role"), "required field is missing"))
+    if missing:
+        raise RecordRejected(missing)
+    return {
+        "schema_version": name,
+        "record_id": new_record_id(),
+        "goal_id": goal_id,
+        "agent_id": agent_id,
+        "lane_role": lane_role,
+        "capability": draft.capability or author.capability,
+        "todo_id": draft.todo_id,
+        "epoch": draft.epoch,
+        "visibility": draft.visibility or spec.visibility,
+        "provenance": draft.provenance or spec.provenance,
+        "payload": payload,
+    }
+
+
+def _checked_payload(spec: KindSpec, payload: Any, where: str) -> dict[str, Any]:
+    if spec.secrets_checked:
+        from loopx.kernel.secrets import secret_problems
+
+        found = secret_problems(payload, where)
+        if found:
+            raise RecordRejected(found)
+    try:
+        return spec.model.model_validate(payload).model_dump(mode="json")
+    except ValidationError as exc:
+        raise RecordRejected(pydantic_problems(exc, where)) from None
+
+
+def check_payload(kind: str, payload: Any, *, context: str = "record") -> dict[str, Any]:
+    """A payload of ``kind`` as it would be stored, checked as :func:`prepare` checks it, for
+    a dry run that has no writer.
+
+    Raises:
+        RecordRejected: naming every refused field (under ``payload.``).
+    """
+    try:
+        problems = json_problems(payload, "payload") or token_problems(payload, "payload")
+        if problems:
+            raise RecordRejected(problems)
+        return _checked_payload(_lookup(kind, "schema_version"), payload, "payload")
+    except RecordRejected as exc:
+        raise RecordRejected(exc.problems, context=context) from None
+
+
+def prepare_batch(docs: Any, author: Author, *, kind: str | None = None,
+                  allow: frozenset[str] = frozenset({"agents", "owner"})) -> list[dict[str, Any]]:
+    """Check a batch (a list of drafts, or one draft); refuse the whole batch on any problem."""
+    if isinstance(docs, dict):
+        return [prepare(docs, author, kind=kind, allow=allow)]
+    if not isinstance(docs, list) or not docs:
+        raise RecordRejected([FieldProblem("batch", "expected a JSON object or a non-empty array")])
+    out, problems = [], []
+    for i, doc in enumerate(docs):
+        try:
+            out.append(prepare(doc, author, kind=kind, where=f"[{i}]", allow=allow))
+        except RecordRejected as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise RecordRejected(problems, context="batch")
+    return out
+
+
+def _lookup(name: str, where: str) -> KindSpec:
+    try:
+        return get_kind(name)
+    except RecordRejected as exc:
+        raise RecordRejected(
+            [FieldProblem(join_path(where, p.field), p.problem) for p in exc.problems]) from None
+
+
+def stored_problems(record: dict[str, Any]) -> list[FieldProblem]:
+    """Why a stored record does not match the envelope and its kind's model (empty when it does)."""
+    try:
+        env = Envelope.model_validate(record)
+    except ValidationError as exc:
+        return pydantic_problems(exc)
+    spec = KINDS.get(env.schema_version)
+    if spec is None:
+        return [FieldProblem("schema_version", f"unknown kind {env.schema_version!r}")]
+    try:
+        spec.model.model_validate(env.payload)
+    except ValidationError as exc:
+        return pydantic_problems(exc, "payload")
+    return []

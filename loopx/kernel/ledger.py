@@ -1,0 +1,233 @@
+"""The single checked append path, and the caught-up folded state of one log.
+
+Every write in loopx goes through :meth:`Ledger.write`: under the store lock it catches the fold
+up to the head, authenticates the writer, lets the caller plan its records against that state
+and the batch's ``ts``, checks every record (scope, fencing, capability rules) and commits.
+Everything derived is read through :meth:`Ledger.state`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from loopx.kernel.checkpoint import load_checkpoint, save_checkpoint
+from loopx.kernel.errors import ResearchRefused, WorkspaceError
+from loopx.kernel.fold import REDUCERS, Reducer, State, advance, fold_version
+from loopx.work.state import LaneState
+from loopx.kernel.store.base import Cursor, Record, Store
+
+if TYPE_CHECKING:
+    from loopx.kernel.checks import Credentials, Identity
+
+Plan = Callable[[LaneState, "Identity", str], list[Record]]
+
+CHECKPOINT_EVERY = 1000
+LONG_TEXT = 16384  # a refusal's reason is the error message, cut to the LongText limit
+
+
+def draft(payload: dict[str, Any], *, kind: str | None = None,
+          under: tuple[str, int] | None = None) -> dict[str, Any]:
+    """A draft of ``payload``, tied to the held todo ``under`` (todo id, epoch) if given."""
+    out: dict[str, Any] = {"payload": payload}
+    if kind is not None:
+        out["schema_version"] = kind
+    if under is not None:
+        out.update(todo_id=under[0], epoch=under[1])
+    return out
+
+
+class Ledger:
+    """A store plus the fold over it. One instance per thread; any number of processes."""
+
+    def __init__(self, store: Store, *, checkpoint_path: Path | None = None,
+                 checkpoint_every: int = CHECKPOINT_EVERY,
+                 reducers: Sequence[Reducer] = REDUCERS) -> None:
+        self.store = store
+        self.checkpoint_path = checkpoint_path
+        self.checkpoint_every = checkpoint_every
+        self.reducers = tuple(reducers)
+        self.version = fold_version(self.reducers)
+        self.checkpoint_status = "not loaded"
+        self._state: State | None = None
+        self._saved_seq = 0
+        self._goal_id: str | None = None
+
+    def state(self) -> State:
+        """State folded up to the committed head; saves a checkpoint when far enough ahead."""
+        state = self._advance()
+        if (self.checkpoint_path is not None
+                and state.seq - self._saved_seq >= self.checkpoint_every):
+            try:
+                save_checkpoint(self.checkpoint_path, state, self.version)
+                self._saved_seq = state.seq
+            except OSError as exc:  # a read-only workspace still answers queries
+                print(f"loopx: checkpoint not saved: {exc}", file=sys.stderr)
+        return state
+
+    def _advance(self) -> State:
+        if self._state is None:
+            loaded = None
+            if self.checkpoint_path is not None:
+                loaded, self.checkpoint_status = load_checkpoint(
+                    self.checkpoint_path, self.store, self.version)
+            self._state = loaded or State.initial(self.reducers)
+            self._saved_seq = self._state.seq
+        advance(self._state, self.store.read(self._state.cursor), self.reducers)
+        return self._state
+
+    def now(self) -> str:
+        """The time a read-only query is answered at: the clock, never before the head."""
+        from loopx.kernel.store.base import batch_ts
+
+        return batch_ts(self._advance().cursor, self.store.now())
+
+    def write(self, creds: Credentials, plan: Plan, *,
+              expect_seq: int | None = None) -> list[Record]:
+        """The one checked append path: authenticate, plan, check and commit in one locked step.
+
+        ``plan(lanes, who, now)`` sees the lanes state caught up to the head (an overlay it may
+        not change) and the ``ts`` the batch will carry, and returns unsealed records (see
+        :meth:`prepare`). Every record is then checked against that state before anything is
+        written.
+
+        Raises:
+            Unauthorized, Forbidden, StaleLease, Refused: a write check failed; nothing written.
+            RecordRejected: a malformed draft, naming the field; nothing written.
+            ConflictError: the head is not at ``expect_seq``.
+        """
+        from loopx.kernel.checks import authenticate, check_batch
+        from loopx.work.state import overlay
+
+        self._advance()  # catch up before the lock, so the locked step reads only the newest
+        refused: list[ResearchRefused] = []
+
+        def build(head: Cursor, now: str) -> list[Record]:
+            state = self._advance()
+            if state.seq != head.seq:
+                raise WorkspaceError(f"the fold is at seq {state.seq} but the head is at "
+                                     f"{head.seq}", hint="run `loopx verify`")
+            lanes = overlay(state["lanes"])
+            who = authenticate(state["kernel"], lanes, creds)
+            records = plan(lanes, who, now)
+            if records:
+                try:
+                    check_batch(lanes, list(records), now, head.seq + 1)
+                except ResearchRefused as exc:
+                    # A research rule's refusal is kept for the audit trail, in the request's
+                    # place; the caller still gets the error.
+                    refusal = self.refusal_record(who, exc)
+                    check_batch(overlay(state["lanes"]), [refusal], now, head.seq + 1)
+                    refused.append(exc)
+                    return [refusal]
+            return records
+
+        written = self.store.append(build, expect_seq=expect_seq)
+        if refused:
+            exc = refused[-1]
+            exc.recorded_seq = written[0]["seq"]
+            exc.message = f"{exc.message} (refusal recorded at seq {exc.recorded_seq})"
+            exc.args = (exc.message,)
+            raise exc
+        return written
+
+    def refusal_record(self, who: Identity, exc: ResearchRefused) -> Record:
+        """The ``research_refusal_v0`` that takes a refused request's place in the log."""
+        from loopx.work.scope import action_of
+
+        request = exc.request or {}
+        return self.loopx_record(who, "research_refusal_v0", None, None, {
+            "rule": exc.rule, "requested_kind": request.get("schema_version", "unknown"),
+            "requested_action": action_of(request) if request else "unknown",
+            "hypothesis_id": exc.hypothesis_id, "todo_id": request.get("todo_id"),
+            "reason": exc.message[:LONG_TEXT], "cites": exc.cites, "detail": exc.detail})
+
+    def prepare(self, docs: Any, who: Identity, *, kind: str | None = None,
+                by_loopx: bool = False) -> list[Record]:
+        """Check drafts (one, or a list committed as one batch) and stamp them with ``who``.
+
+        ``by_loopx`` admits kinds only loopx's own tools write (gate results), which
+        ``loopx append`` refuses.
+
+        Raises:
+            RecordRejected: naming every refused field; nothing written.
+        """
+        from loopx.kernel.kinds import Author, prepare_batch  # pydantic loads only to write
+
+        author = Author(goal_id=self.goal_id(), agent_id=who.agent_id, lane_role=who.role,
+                        capability=who.capability, authenticated=True)
+        allow = frozenset({"agents", "owner", "loopx"} if by_loopx else {"agents", "owner"})
+        return prepare_batch(docs, author, kind=kind, allow=allow)
+
+    def loopx_record(self, who: Identity, kind: str, todo_id: str | None, epoch: int | None,
+                     payload: dict[str, Any]) -> Record:
+        """A record loopx builds itself from checked state: a claim, a todo event, a refusal.
+
+        Built without pydantic because it runs under the lock; ``payload`` must already be in
+        the kind's dumped form (every field, defaults included), which the tests hold it to.
+        """
+        from loopx.kernel.kinds import KINDS, new_record_id
+
+        spec = KINDS[kind]
+        return {"schema_version": kind, "record_id": new_record_id(), "goal_id": self.goal_id(),
+                "agent_id": who.agent_id, "lane_role": who.role, "capability": who.capability,
+                "todo_id": todo_id, "epoch": epoch, "visibility": spec.visibility,
+                "provenance": spec.provenance, "payload": payload}
+
+    def identify(self, creds: Credentials) -> Identity:
+        """Authenticate ``creds`` against the current state (the write path checks again)."""
+        from loopx.kernel.checks import authenticate
+
+        state = self._advance()
+        return authenticate(state["kernel"], state["lanes"], creds)
+
+    def append(self, docs: Any, *, creds: Credentials, kind: str | None = None,
+               expect_seq: int | None = None) -> list[Record]:
+        """Check and commit drafts as one batch under ``creds``; returns the sealed records.
+
+        The drafts are validated before the lock, so a malformed one never waits for it.
+
+        Raises:
+            RecordRejected, Unauthorized, Forbidden, StaleLease, Refused, ConflictError.
+        """
+        self.goal_id()  # a log without its genesis record says so before any token check
+        records = self.prepare(docs, self.identify(creds), kind=kind)
+
+        def plan(lanes: LaneState, who: Identity, now: str) -> list[Record]:
+            if who.role != records[0]["lane_role"] or who.capability != records[0]["capability"]:
+                from loopx.kernel.errors import Unauthorized
+
+                raise Unauthorized(f"agent {who.agent_id!r}'s grant changed while writing")
+            return records
+
+        return self.write(creds, plan, expect_seq=expect_seq)
+
+    def goal_id(self) -> str:
+        """The workspace's goal, fixed by the genesis record.
+
+        Raises:
+            WorkspaceError: the log has no genesis record.
+        """
+        if self._goal_id is None:
+            goal_id = self._advance()["kernel"]["goal_id"]
+            if goal_id is None:
+                raise WorkspaceError("this log has no workspace record", hint="run `loopx init`")
+            self._goal_id = goal_id
+        return self._goal_id
+
+    def append_genesis(self, payload: dict[str, Any], *, agent_id: str) -> Record:
+        """Write the workspace record; only ever the first record of a log."""
+        from loopx.kernel.kinds import Author, prepare
+
+        record = prepare({"payload": payload}, Author(goal_id=payload["goal_id"],
+                         agent_id=agent_id, lane_role="owner"),
+                         kind="workspace_v0", allow=frozenset({"init"}))
+
+        def build(head: Cursor, now: str) -> list[Record]:
+            if head.seq != 0:
+                raise WorkspaceError("this log already has records; it is initialised")
+            return [record]
+
+        return self.store.append(build)[0]

@@ -1,0 +1,128 @@
+"""Secret-shaped values: credentials that must never enter the log.
+
+Governance records (contracts, proposals and their arguments, approvals, results, usage notes,
+findings) are scanned before they are written; any finding refuses the whole write and names the
+field, never the value. The patterns are deliberately conservative: a false alarm costs a
+rewording, a missed key costs a rotation. Every reading of a text is checked (normalised,
+decoded, re-joined: :mod:`loopx.kernel.deobfuscate`), the same readings the narrator's redaction gate
+checks, so the write check and the gate cannot disagree.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from typing import Any
+
+from loopx.kernel.deobfuscate import Reading, Readings, normalise, read
+from loopx.kernel.errors import FieldProblem
+from loopx.kernel.tokens import TOKEN_PATTERN
+
+# (what it looks like, pattern), checked in every string value and key.
+PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("a loopx token", TOKEN_PATTERN),
+    ("a private key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----")),
+    ("an AWS access key id", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b")),
+    ("a GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})")),
+    ("a GitLab token", re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}")),
+    ("a Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
+    ("an API secret key", re.compile(r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,}")),
+    ("a Stripe key", re.compile(r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}")),
+    ("a Google API key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}")),
+    ("a Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
+    ("a JSON web token", re.compile(
+        r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
+    # A scheme is short; an unbounded one made this search quadratic on long hyphenated runs.
+    ("a password in a URL", re.compile(
+        r"\b[A-Za-z][A-Za-z0-9+.\-]{0,31}://[^/\s:@]+:[^/\s@]+@")),
+    ("a credential assignment", re.compile(
+        r"(?i)\b(?:password|passwd|secret|api[_\-]?key|access[_\-]?key|auth[_\-]?token|"
+        r"access[_\-]?token|client[_\-]?secret)\s*[=:]\s*['\"]?[^\s'\"$]{6,}")),
+)
+# A key with one of these names holding a literal string is a credential (an environment
+# reference such as "$HF_TOKEN" or "env:HF_TOKEN" is fine).
+SECRET_KEY = re.compile(
+    r"(?i)(?:^|[_\-.])(?:password|passwd|secret|api[_\-]?key|apikey|access[_\-]?key|"
+    r"private[_\-]?key|auth[_\-]?token|access[_\-]?token|token|credentials?|client[_\-]?secret)"
+    r"(?:$|[_\-.])")
+CANDIDATE = re.compile(r"[A-Za-z0-9+/_\-=]{32,}")
+ENTROPY_BITS = 4.0
+
+
+def _entropy(text: str) -> float:
+    counts = Counter(text)
+    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
+
+
+def _high_entropy(text: str) -> bool:
+    """A long run mixing upper case, lower case and digits with near-random spread.
+
+    Hex digests and commit ids (no upper case) and UUIDs are not flagged.
+    """
+    for match in CANDIDATE.finditer(text):
+        word = match.group()
+        if (any(c.isupper() for c in word) and any(c.islower() for c in word)
+                and any(c.isdigit() for c in word) and _entropy(word) >= ENTROPY_BITS):
+            return True
+    return False
+
+
+def _plain_kind(text: str) -> str | None:
+    for what, pattern in PATTERNS:
+        if pattern.search(text):
+            return what
+    if _high_entropy(text):
+        return "a high-entropy token"
+    return None
+
+
+def found_how(what: str, reading: Reading) -> str:
+    """``what`` was found, saying how the reading was reached (never what it says)."""
+    return f"{what}, once {reading.how}" if reading.how else what
+
+
+def secret_kind_in(readings: Readings) -> str | None:
+    """What secret any of ``readings`` seems to contain, or None."""
+    for reading in readings.readings:
+        what = _plain_kind(reading.text)
+        if what:
+            return found_how(what, reading)
+    if not readings.settled:
+        return "a value encoded too many times to check"
+    return None
+
+
+def secret_kind(text: str) -> str | None:
+    """What secret ``text`` seems to contain, read every way :func:`read` reads it, or None."""
+    return secret_kind_in(read(text))
+
+
+def _problem(path: str, what: str) -> FieldProblem:
+    return FieldProblem(path or "record", f"looks like {what}; secret-shaped values are refused "
+                        "(keep credentials in the environment of whatever runs the action)")
+
+
+def secret_problems(value: Any, path: str = "") -> list[FieldProblem]:
+    """Every field of a JSON document holding something secret-shaped (the value is not echoed)."""
+    if isinstance(value, str):
+        what = secret_kind(value)
+        return [_problem(path, what)] if what else []
+    problems: list[FieldProblem] = []
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            problems += secret_problems(item, f"{path}.{i}" if path else str(i))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            name = str(key)
+            what = secret_kind(name)
+            if what:
+                problems.append(_problem(f"{path}.<key>" if path else "<key>", what))
+                continue
+            where = f"{path}.{name}" if path else name
+            if (isinstance(item, str) and SECRET_KEY.search(normalise(name)) and len(item) >= 6
+                    and not item.startswith(("$", "env:"))):
+                problems.append(_problem(where, f"a credential (field {name!r})"))
+                continue
+            problems += secret_problems(item, where)
+    return problems

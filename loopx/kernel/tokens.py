@@ -1,0 +1,52 @@
+"""Capability tokens: 256-bit random, ``lpx_``-prefixed, kept only as sha256 digests."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from typing import Any
+
+from loopx.kernel.errors import FieldProblem
+
+TOKEN_PREFIX = "lpx_"
+# token_urlsafe(32) gives 43 characters; anything close to that after the prefix is refused.
+TOKEN_PATTERN = re.compile(r"lpx_[A-Za-z0-9_\-]{16,}")
+
+
+def new_token() -> str:
+    """A fresh token; show it once and store only :func:`token_digest` of it."""
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def token_digest(token: str) -> str:
+    """The stored form of a token."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def token_matches(token: str, digest: str) -> bool:
+    """Constant-time comparison of a presented token with a stored digest."""
+    return hmac.compare_digest(token_digest(token), digest)
+
+
+def token_problems(value: Any, path: str) -> list[FieldProblem]:
+    """Every string (key or value) in a JSON document that contains something token-shaped."""
+    if isinstance(value, str):
+        if TOKEN_PREFIX in value and TOKEN_PATTERN.search(value):
+            return [FieldProblem(path or "record", "contains a loopx token; tokens are never "
+                                 "written into records (pass them by environment or file)")]
+        return []
+    problems: list[FieldProblem] = []
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            problems += token_problems(item, f"{path}.{i}" if path else str(i))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            name = str(key)
+            if TOKEN_PREFIX in name and TOKEN_PATTERN.search(name):
+                name = "<key holding a token>"  # the error must not repeat the secret
+                problems += token_problems(key, f"{path}.{name}" if path else name)
+            where = f"{path}.{name}" if path else name
+            problems += token_problems(item, where)
+    return problems

@@ -1,0 +1,294 @@
+"""``loopx verify``: prove the log is what was written, record by record, across segments.
+
+Checks every stored line equals its canonical serialization, the hash chain and sequence are
+unbroken, batches are whole, timestamps never go back, each record matches its schema, record
+ids are unique, and the workspace rules hold (the genesis record first and only first, one goal);
+and that every repair record's quarantine file holds exactly the torn bytes it describes.
+It cannot see a tail cut off at a record boundary unless given an anchor (``--expect SEQ:HASH``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from loopx.kernel.canonical import GENESIS_HASH, JSONInputError, dumps, loads_strict, record_hash
+from loopx.kernel.errors import LoopxError
+from loopx.kernel.kinds import stored_problems
+from loopx.kernel.store.base import Store
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A (seq, hash) pair known from outside the log, e.g. quoted in a published story."""
+
+    seq: int
+    hash: str
+
+    @classmethod
+    def parse(cls, text: str) -> Anchor:
+        """Parse ``SEQ:HASH``; raises ValueError naming the problem."""
+        seq, sep, digest = text.partition(":")
+        if not sep or not seq.isdigit() or int(seq) < 1:
+            raise ValueError("expected SEQ:HASH with SEQ a positive integer")
+        if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+            raise ValueError("HASH must be 64 lowercase hex digits")
+        return cls(int(seq), digest)
+
+
+@dataclass
+class VerifyReport:
+    """The outcome of a verification; ``first_bad_seq`` is set whenever ``ok`` is false."""
+
+    ok: bool = True
+    records: int = 0
+    segments: int = 0
+    head_seq: int = 0
+    head_hash: str = GENESIS_HASH
+    first_bad_seq: int | None = None
+    problem: str | None = None
+    where: str | None = None
+    notes: list[str] = field(default_factory=list)
+    anchor: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Stable JSON for ``loopx verify --json``."""
+        return {
+            "ok": self.ok, "records": self.records, "segments": self.segments,
+            "head": {"seq": self.head_seq, "hash": self.head_hash},
+            "first_bad_seq": self.first_bad_seq, "problem": self.problem, "where": self.where,
+            "notes": self.notes, "anchor": self.anchor,
+        }
+
+
+@runtime_checkable
+class Quarantine(Protocol):
+    """Where a store keeps torn tails (the file store's ``quarantine/``)."""
+
+    def read_quarantine(self, name: str) -> bytes | None:
+        """The bytes of quarantine file ``name``, or None if there is none."""
+
+    def quarantine_names(self) -> list[str]:
+        """The names of the quarantine files there are."""
+
+
+class _Bad(Exception):
+    def __init__(self, seq: int, where: str, problem: str) -> None:
+        self.seq, self.where, self.problem = seq, where, problem
+
+
+def verify_store(store: Store, anchor: Anchor | None = None, *,
+                 workspace_rules: bool = True) -> VerifyReport:
+    """Verify a store's whole log; never raises for a bad log, reports it instead.
+
+    ``workspace_rules=False`` checks only the chain and schemas (for a bare store). A store
+    that keeps torn tails has each quarantine file checked against its repair record.
+
+    Raises:
+        StorageError: a segment could not be read (permissions, a disk error).
+    """
+    kept = store if isinstance(store, Quarantine) else None
+    return verify_segments(store.raw_segments(), anchor, workspace_rules=workspace_rules,
+                           quarantine=kept)
+
+
+def verify_segments(segments: Iterable[tuple[str, int | None, bytes]],
+                    anchor: Anchor | None = None, *,
+                    workspace_rules: bool = True,
+                    quarantine: Quarantine | None = None) -> VerifyReport:
+    """Verify segments given as (name, first seq or None, bytes), in log order; with
+    ``quarantine``, also that every repair record's quarantine file holds the bytes it names."""
+    report = VerifyReport()
+    checker = _Checker(anchor.seq if anchor else None, workspace_rules, quarantine)
+    try:
+        parts = list(segments)
+        for index, (name, first, data) in enumerate(parts):
+            last = index == len(parts) - 1
+            report.segments += 1
+            if first is not None and first != checker.expected and data:
+                raise _Bad(checker.expected, name,
+                           f"segment starts at seq {first} but seq {checker.expected} is next:"
+                           " records are missing or reordered")
+            checker.segment(name, data, last, report)
+        if quarantine is not None:
+            for kept_name in sorted(set(quarantine.quarantine_names()) - checker.repaired):
+                report.notes.append(
+                    f"quarantine/{kept_name} has no store_repair_v0 record: a writer moved a torn "
+                    "tail aside and stopped (or failed) before committing its record; those "
+                    "bytes were never committed")
+        if anchor is not None:
+            report.anchor = {"seq": anchor.seq, "hash": anchor.hash, "ok": False}
+            if checker.head_seq < anchor.seq:
+                raise _Bad(checker.head_seq + 1, "end of log",
+                           f"log ends at seq {checker.head_seq} but the anchor names seq "
+                           f"{anchor.seq}: the tail was truncated")
+            if checker.anchor_hash != anchor.hash:
+                raise _Bad(anchor.seq, "anchor", "the record at the anchor's seq has another hash")
+            report.anchor["ok"] = True
+    except _Bad as bad:
+        report.ok, report.first_bad_seq, report.where, report.problem = (
+            False, bad.seq, bad.where, bad.problem)
+    report.records = checker.head_seq
+    report.head_seq, report.head_hash = checker.head_seq, checker.head_hash
+    return report
+
+
+class _Checker:
+    """Carries the chain state from line to line and segment to segment."""
+
+    def __init__(self, anchor_seq: int | None, workspace_rules: bool,
+                 quarantine: Quarantine | None = None) -> None:
+        self.workspace_rules = workspace_rules
+        self.quarantine = quarantine
+        self.repaired: set[str] = set()  # quarantine files a repair record vouches for
+        self.expected = 1
+        self.prev = GENESIS_HASH
+        self.head_seq, self.head_hash = 0, GENESIS_HASH
+        self.last_ts = ""
+        self.ids: set[str] = set()
+        self.goal: str | None = None
+        self.open_batch: int | None = None
+        self.anchor_seq = anchor_seq
+        self.anchor_hash: str | None = None
+        self.batch: list[dict[str, Any]] = []
+        self.writes = _WriteChecks() if workspace_rules else None
+        # Batch-end hashes by seq (as bytes, to stay small): publications pin one of them.
+        self.heads: dict[int, bytes] = {}
+
+    def segment(self, name: str, data: bytes, last: bool, report: VerifyReport) -> None:
+        lines = data.split(b"\n")
+        fragment = lines.pop()
+        for number, line in enumerate(lines, start=1):
+            self.line(line, f"{name} line {number}")
+        if fragment or self.open_batch is not None:
+            pending = self.expected - 1 - self.head_seq
+            if not last:
+                raise _Bad(self.head_seq + 1, name, "incomplete write in the middle of the log")
+            report.notes.append(
+                f"{pending} record(s) of an unfinished batch and {len(fragment)} byte(s) of an "
+                f"incomplete line after seq {self.head_seq}: a write in progress, or a torn tail "
+                "the next writer will move to quarantine")
+
+    def line(self, line: bytes, where: str) -> None:
+        seq = self.expected
+        try:
+            record = loads_strict(line)
+        except JSONInputError as exc:
+            raise _Bad(seq, where, f"not valid JSON ({exc})") from None
+        if not isinstance(record, dict) or not isinstance(record.get("seq"), int):
+            raise _Bad(seq, where, "not a sealed record")
+        found = record["seq"]
+        if found > seq:
+            raise _Bad(seq, where, f"found seq {found} where seq {seq} belongs:"
+                                   " records were removed or reordered")
+        if found < seq:
+            raise _Bad(seq, where, f"found seq {found} again where seq {seq} belongs:"
+                                   " records were duplicated or reordered")
+        if dumps(record) != line:
+            raise _Bad(seq, where, "stored line is not its canonical serialization"
+                                   " (re-serialized or edited)")
+        if record.get("prev_hash") != self.prev:
+            raise _Bad(seq, where, "prev_hash does not match the previous record's hash:"
+                                   " the chain is broken")
+        if record_hash(record) != record.get("hash"):
+            raise _Bad(seq, where, "hash does not match the record's content: edited in place")
+        problems = stored_problems(record)
+        if problems:
+            raise _Bad(seq, where, "does not match its schema: "
+                       + "; ".join(str(p) for p in problems))
+        self._rules(record, seq, where)
+        if self.quarantine is not None and record["schema_version"] == "store_repair_v0":
+            self._kept(record["payload"], seq)
+        self.prev = record["hash"]
+        if seq == self.anchor_seq:
+            self.anchor_hash = record["hash"]
+        self.expected += 1
+        self.batch.append(record)
+        if seq == record["batch_end"]:
+            if self.writes is not None:
+                self.writes.batch(self.batch, where)
+            self.batch = []
+            self.open_batch = None
+            self.head_seq, self.head_hash = seq, record["hash"]
+            self.heads[seq] = bytes.fromhex(record["hash"])
+
+    def _kept(self, payload: dict[str, Any], seq: int) -> None:
+        """A repair record vouches that its quarantine file holds exactly the torn bytes."""
+        from loopx.kernel.store.quarantine import mismatch
+
+        assert self.quarantine is not None
+        problem = mismatch(payload, self.quarantine.read_quarantine)
+        if problem is not None:
+            raise _Bad(seq, payload["quarantine_file"], f"store_repair_v0 {problem}")
+        self.repaired.add(payload["quarantine_file"].removeprefix("quarantine/"))
+
+    def _rules(self, record: dict[str, Any], seq: int, where: str) -> None:
+        end = record["batch_end"]
+        if self.open_batch is not None and end != self.open_batch:
+            raise _Bad(seq, where, "batch_end differs from the rest of its batch")
+        if end < seq:
+            raise _Bad(seq, where, "batch_end is before the record itself")
+        self.open_batch = end
+        if record["ts"] < self.last_ts:
+            raise _Bad(seq, where, "timestamp is earlier than the previous record's")
+        self.last_ts = record["ts"]
+        if record["record_id"] in self.ids:
+            raise _Bad(seq, where, f"record_id {record['record_id']} is used twice")
+        self.ids.add(record["record_id"])
+        if self.workspace_rules:
+            self._workspace_rules(record, seq, where)
+
+    def _workspace_rules(self, record: dict[str, Any], seq: int, where: str) -> None:
+        kind = record["schema_version"]
+        if (seq == 1) != (kind == "workspace_v0"):
+            raise _Bad(seq, where, "the workspace record must be the first record, and only it")
+        if seq == 1:
+            self.goal = record["payload"]["goal_id"]
+        if kind in PINNING:
+            self._pin(record, seq, where)
+        if record["goal_id"] != self.goal:
+            raise _Bad(seq, where, f"goal {record['goal_id']!r} is not this workspace's"
+                                   f" goal {self.goal!r}")
+
+
+    def _pin(self, record: dict[str, Any], seq: int, where: str) -> None:
+        """A publication or preview must pin a head this log really had, before it."""
+        pinned, digest = record["payload"]["head_seq"], record["payload"]["head_hash"]
+        if self.heads.get(pinned) != bytes.fromhex(digest):
+            raise _Bad(seq, where, f"{record['schema_version']} pins seq {pinned} with a hash "
+                                   "this log did not have at that seq (a rendered snapshot "
+                                   "that is not this log's)")
+
+
+# Records that pin a snapshot of the log (head seq and hash) they were rendered from.
+PINNING = frozenset({"publication_v0", "publication_preview_v0"})
+# Kinds loopx itself writes outside the checked path: the genesis record and torn-tail repairs.
+_UNCHECKED = frozenset({"workspace_v0", "store_repair_v0", "store_clock_v0"})
+
+
+class _WriteChecks:
+    """Re-runs the append path's write checks batch by batch over a fold of the log, so a
+    record appended around the library (no grant, out of scope, stale epoch) is reported."""
+
+    def __init__(self) -> None:
+        from loopx.kernel.fold import REDUCERS, State
+
+        self.reducers = REDUCERS
+        self.state = State.initial(REDUCERS)
+
+    def batch(self, records: list[dict[str, Any]], where: str) -> None:
+        from loopx.kernel.checks import check_batch
+        from loopx.work.state import overlay
+
+        checked = [r for r in records if r["schema_version"] not in _UNCHECKED]
+        if checked:
+            try:
+                check_batch(overlay(self.state["lanes"]), checked, checked[0]["ts"],
+                            checked[0]["seq"])
+            except LoopxError as exc:
+                raise _Bad(checked[0]["seq"], where,
+                           f"fails the write checks: {exc.message}") from None
+        for record in records:
+            for reducer in self.reducers:
+                reducer.apply(self.state.parts[reducer.name], record)

@@ -1,0 +1,341 @@
+"""Write checks for research records: hypotheses (no duplicate of a retired idea), evidence
+packets (split-aware), judgements (recomputed from their packets), novelty audits (independent),
+gate results, decisions (only on the matching candidate, bound to the hypothesis' revision) and
+held-out claims (within the read budget).
+
+Refusals of research rules raise :class:`ResearchRefused`, which the write path records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from loopx.governance.state import current_contract
+from loopx.research.control import first_heldout
+from loopx.kernel.errors import Refused, ResearchRefused
+from loopx.research.plan import attempt_limit, current_plan, plan_version
+from loopx.research.state import (
+    EVALUATION_SPLITS,
+    HELDOUT_ACTION,
+    baseline_hypothesis,
+    content_sha256,
+    counts,
+    dev_attempts,
+)
+
+if TYPE_CHECKING:
+    from loopx.kernel.checks import Identity
+
+View = dict[str, Any]
+Record = dict[str, Any]
+
+
+def _entry(view: View, hypothesis_id: str, what: str) -> dict[str, Any]:
+    entry = view["hypotheses"].get(hypothesis_id)
+    if entry is None:
+        raise Refused(f"{what} names hypothesis {hypothesis_id!r}, which does not exist")
+    return entry
+
+
+# Retirements that close an idea: the same idea again is refused as a duplicate. A null result
+# (no_effect_found), attempts that ran out, or a superseded hypothesis close nothing: trying the
+# idea again is a new test that the campaign-level control counts like any other.
+CLOSING_RETIREMENTS = ("contradicted", "guardrail_failed", "operator_rejected")
+
+
+def _closed(view: View, hypothesis_id: str) -> str | None:
+    """How an earlier hypothesis ended, if that closes its idea: retired for a cause, or
+    significantly worse than the baseline on its evidence."""
+    decision_id = view["hypothesis_decisions"].get(hypothesis_id)
+    if decision_id is not None:
+        decision = view["decisions"][decision_id]
+        if decision["outcome"] == "retired" and decision["reason"] in CLOSING_RETIREMENTS:
+            return f"retired, {decision['reason']}"
+    judgements = view["hypotheses"][hypothesis_id]["judgements"].values()
+    if any(j["verdict"] == "contradicts" and j["provenance"] != "claimed" for j in judgements):
+        return "contradicted"
+    return None
+
+
+def check_hypothesis(view: View, who: Identity, record: Record) -> None:
+    """A new id; a superseded hypothesis exists; not a duplicate of a retired or contradicted one."""
+    p = record["payload"]
+    if p["hypothesis_id"] in view["hypotheses"]:
+        raise Refused(f"hypothesis {p['hypothesis_id']!r} already exists")
+    parent = p.get("parent_id")
+    if parent is not None and parent not in view["hypotheses"]:
+        raise Refused(f"hypothesis {p['hypothesis_id']!r} refines {parent!r}, which does not "
+                      "exist")
+    old = p.get("supersedes")
+    if old is not None and old not in view["hypotheses"]:
+        raise Refused(f"hypothesis {p['hypothesis_id']!r} supersedes {old!r}, which does not "
+                      "exist")
+    for earlier in view["content_index"].get(content_sha256(p), ()):
+        how = _closed(view, earlier)
+        if how is not None:
+            cited = view["hypotheses"][earlier]["record_id"]
+            raise ResearchRefused(
+                "duplicate", f"hypothesis {p['hypothesis_id']!r} duplicates {earlier!r} "
+                f"({how}; record {cited}): same mechanism family, statement and parameters",
+                hypothesis_id=p["hypothesis_id"], cites=[cited],
+                hint="change the mechanism or its parameters, or refine it with a parent")
+
+
+def _check_packet(view: View, who: Identity, record: Record) -> None:
+    p = record["payload"]
+    hid = p["hypothesis_id"]
+    entry = _entry(view, hid, "the packet")
+    todo = view["todos"].get(record["todo_id"] or "")
+    if todo is not None and todo["hypothesis_id"] not in (None, hid):
+        raise Refused(f"the packet is for {hid!r} but todo {record['todo_id']!r} "
+                      f"works on {todo['hypothesis_id']!r}")
+    heldout_todo = todo is not None and todo["action_kind"] == HELDOUT_ACTION
+    heldout = any(r["split"] == "heldout" for r in p["results"])
+    if heldout and not heldout_todo:
+        raise Refused("held-out results come only from a held-out todo "
+                      f"({HELDOUT_ACTION}), whose claim packet carries the held-out location")
+    if heldout_todo:
+        _check_heldout_packet(view, entry, record)
+    else:
+        _check_attempts(view, entry)
+
+
+def _check_heldout_packet(view: View, entry: dict[str, Any], record: Record) -> None:
+    """One held-out claim admits one held-out measurement, with every seed, before the final
+    judgement: re-measuring until a test passes is optional stopping."""
+    hid, todo_id = entry["hypothesis_id"], record["todo_id"]
+    final = first_heldout(entry)
+    if final is not None and counts(view, final):
+        raise ResearchRefused(
+            "heldout_final", f"hypothesis {hid!r} was judged on held-out data at seq "
+            f"{final['seq']}, and that judgement is final: a re-measurement needs a new "
+            "hypothesis (supersede or refine it)", hypothesis_id=hid, cites=[final["event_id"]])
+    earlier = [view["packets"][p] for p in entry["packets"]]
+    done = [p for p in earlier if p["todo_id"] == todo_id]
+    if done:
+        # A failed one too: otherwise a measurement that disappoints could be recorded as a
+        # failure and taken again under the same claim.
+        raise ResearchRefused(
+            "heldout_once", f"held-out todo {todo_id!r} already recorded its attempt "
+            f"({done[0]['packet_id']}, {done[0]['status']}): one held-out claim admits one "
+            "held-out packet, with all of its seeds at once", hypothesis_id=hid,
+            cites=[done[0]["packet_id"]],
+            hint="another measurement needs another held-out read (heldout_read_budget)")
+    contract = current_contract(view)
+    if contract is None or record["payload"]["status"] != "scored":
+        return
+    metric = contract["metric"]
+    reported = {r["seed"] for r in record["payload"]["results"]
+                if r["split"] == "heldout" and r["metric"] == metric["name"]}
+    missing = [s for s in metric["seeds"] if s not in reported]
+    if missing:
+        raise ResearchRefused(
+            "heldout_incomplete", f"a scored held-out packet carries every contract seed at once; "
+            f"{metric['name']} is missing for seed(s) {', '.join(map(str, missing))}",
+            hypothesis_id=hid, detail={"missing_seeds": missing},
+            hint="record a failed attempt instead (status failed, with the error)")
+
+
+def _check_attempts(view: View, entry: dict[str, Any]) -> None:
+    """Every attempt, scored or failed, counts toward the plan's attempt limit."""
+    plan = current_plan(view)
+    if plan is None:
+        return
+    limit = attempt_limit(view)
+    used = dev_attempts(view, entry)
+    if len(used) >= limit:
+        raise ResearchRefused(
+            "attempts_exhausted", f"hypothesis {entry['hypothesis_id']!r} has used its {limit} "
+            f"attempt(s) under plan version {plan['version']}: each scored or failed attempt "
+            "counts, so a further run is re-measuring until something passes",
+            hypothesis_id=entry["hypothesis_id"], cites=[p["packet_id"] for p in used][:64],
+            detail={"attempts": len(used), "limit": limit},
+            hint="retire it, or propose a changed hypothesis (refine it with a parent)")
+
+
+def _check_event(view: View, who: Identity, record: Record) -> None:
+    from loopx.research.evidence import judgement_payload
+
+    p = record["payload"]
+    entry = _entry(view, p["hypothesis_id"], "the judgement")
+    final = first_heldout(entry)
+    if p["split"] == "heldout" and final is not None and counts(view, final):
+        raise ResearchRefused(
+            "heldout_final", f"hypothesis {p['hypothesis_id']!r} was judged on held-out data at "
+            f"seq {final['seq']}, and the first held-out judgement is final; judging again is "
+            "choosing among measurements", hypothesis_id=p["hypothesis_id"],
+            cites=[final["event_id"]])
+    expected = judgement_payload(view, p["hypothesis_id"], p["split"])
+    for packet_id in p["packet_ids"]:
+        if packet_id not in expected["packet_ids"]:
+            _refuse_cited(view, p["hypothesis_id"], p["split"], packet_id)
+    if list(p["packet_ids"]) != expected["packet_ids"]:
+        left_out = [i for i in expected["packet_ids"] if i not in p["packet_ids"]]
+        raise ResearchRefused(
+            "selective_judgement", f"the judgement of {p['hypothesis_id']!r} on {p['split']} "
+            f"cites {len(p['packet_ids'])} of its {len(expected['packet_ids'])} scored packet(s) "
+            "under the plan in force: every packet counts, so choosing among them is refused"
+            + (f" (left out: {', '.join(left_out[:8])})" if left_out else ""),
+            hypothesis_id=p["hypothesis_id"], cites=left_out[:64],
+            hint="write it with `loopx evidence judge`, which cites every packet")
+    # Fields a judgement written before they existed does not carry are taken as they come.
+    mismatched = sorted(k for k, v in expected.items()
+                        if k != "notes" and k in p and p[k] != v)
+    if mismatched:
+        raise Refused(f"the judgement of {p['hypothesis_id']!r} on {p['split']} is not what the "
+                      f"contract's rule gives for its packets (differs in "
+                      f"{', '.join(mismatched)}); expected verdict {expected['verdict']}",
+                      hint="write it with `loopx evidence judge`, which computes it")
+
+
+def _refuse_cited(view: View, hypothesis_id: str, split: str, packet_id: str) -> None:
+    """Why a cited packet is no evidence for this judgement."""
+    packet = view["packets"].get(packet_id)
+    if packet is None or packet["hypothesis_id"] != hypothesis_id:
+        raise Refused(f"packet {packet_id!r} is not evidence for hypothesis {hypothesis_id!r}")
+    if packet["provenance"] == "claimed":
+        raise Refused(f"packet {packet_id!r} has claimed provenance; claimed evidence never "
+                      "counts")
+    raise Refused(f"packet {packet_id!r} is {packet['status']}, has no {split} results, or was "
+                  f"recorded under plan version {packet['plan_version']}, not the one in force")
+
+
+def _check_audit(view: View, who: Identity, record: Record) -> None:
+    entry = _entry(view, record["payload"]["hypothesis_id"], "the audit")
+    if entry["proposer"] == who.agent_id:
+        raise Refused(f"{who.agent_id} proposed {entry['hypothesis_id']!r}; a novelty audit is "
+                      "never by the hypothesis' own proposer")
+
+
+def _check_gate(view: View, who: Identity, record: Record) -> None:
+    p = record["payload"]
+    entry = _entry(view, p["hypothesis_id"], "the gate result")
+    if p["revision"] != entry["revision"]:
+        raise Refused(f"hypothesis {entry['hypothesis_id']!r} is at revision {entry['revision']}, "
+                      f"not {p['revision']}: check it again")
+
+
+def check_decision(view: View, who: Identity, record: Record) -> None:
+    """Bound to the hypothesis' current revision, and only on the matching candidate."""
+    from loopx.research.projections import row
+
+    p = record["payload"]
+    hid = p["hypothesis_id"]
+    entry = _entry(view, hid, "the decision")
+    if p["revision"] != entry["revision"]:
+        raise Refused(f"hypothesis {hid!r} is at revision {entry['revision']}, not "
+                      f"{p['revision']}: it changed since (a conflicting decision, or new "
+                      "evidence); decide again on what the projection shows now")
+    current = row(view, hid)
+    if p["outcome"] == "promoted":
+        if current.promotion is None:
+            raise _no_promotion(view, entry, current)
+        wanted = current.promotion["rests_on"]
+    else:
+        reasons = (current.retirement or {}).get("reasons", [])
+        if p["reason"] not in reasons:
+            raise ResearchRefused(
+                "no_candidate", f"hypothesis {hid!r} is not a retirement candidate for "
+                f"{p['reason']}" + (f" (it is for: {', '.join(reasons)})" if reasons else ""),
+                hypothesis_id=hid)
+        assert current.retirement is not None
+        wanted = current.retirement["rests_on"]
+    if sorted(p["evidence_ids"]) != sorted(wanted):
+        raise Refused(f"the decision must cite exactly the records the candidate rests on: "
+                      f"{', '.join(wanted)}")
+
+
+def _no_promotion(view: View, entry: dict[str, Any], current: Any) -> ResearchRefused:
+    from loopx.research.projections import promotion_blockers
+
+    hid = entry["hypothesis_id"]
+    if current.decision is not None:
+        return ResearchRefused("no_candidate", f"hypothesis {hid!r} is already decided "
+                               f"({current.decision}); a new decision supersedes it only on a "
+                               "candidate", hypothesis_id=hid)
+    blockers = promotion_blockers(view, entry, current.gates)
+    dev = entry["judgements"].get("dev")
+    dev_ok = dev is not None and dev["verdict"] == "supports"
+    if any("claimed" in b for b in blockers):
+        rule = "claimed_evidence"
+    elif dev_ok and current.gates["heldout"].status != "passed":
+        rule = "dev_only_lift"
+    else:
+        rule = "no_candidate"
+    lead = {"dev_only_lift": "dev-only lift is never a promotion",
+            "claimed_evidence": "claimed evidence never counts toward promotion"}.get(rule)
+    return ResearchRefused(rule, f"hypothesis {hid!r} is not a promotion candidate"
+                           + (f" ({lead})" if lead else "") + ": " + "; ".join(blockers),
+                           hypothesis_id=hid,
+                           hint="`loopx candidates` lists what may be decided")
+
+
+def moot_evaluation(view: View, todo: dict[str, Any]) -> str | None:
+    """Why an evaluation todo is moot, if it is: its hypothesis is decided, or (a held-out
+    todo) its held-out judgement is final, or (a judge todo) it is the measured baseline.
+    Handing it out would only spend data reads, or ask for what is refused."""
+    hid = todo["hypothesis_id"]
+    if todo["action_kind"] == "judge_evidence" and hid is not None and \
+            hid == baseline_hypothesis(view):
+        return "the campaign's measured baseline, never judged itself"
+    if todo["action_kind"] not in EVALUATION_SPLITS or hid is None:
+        return None
+    decided = view["hypothesis_decisions"].get(hid)
+    if decided is not None:
+        return f"already decided ({decided})"
+    entry = view["hypotheses"].get(hid)
+    if entry is None:
+        return None
+    if todo["action_kind"] == HELDOUT_ACTION:
+        final = first_heldout(entry)
+        if final is not None and counts(view, final):
+            return f"judged on held-out data at seq {final['seq']}, which is final"
+        return None
+    limit = attempt_limit(view)
+    if len(dev_attempts(view, entry)) >= limit:
+        return f"out of attempts ({limit} used under the plan in force)"
+    return None
+
+
+def check_evaluation_claim(view: View, todo_id: str, todo: dict[str, Any]) -> None:
+    """An evaluation todo of a decided hypothesis is not claimed; a held-out todo only while
+    its hypothesis has held-out reads left and no final held-out judgement."""
+    moot = moot_evaluation(view, todo)
+    if moot is not None:
+        raise Refused(f"todo {todo_id!r} evaluates {todo['hypothesis_id']!r}, which is {moot}")
+    over = heldout_over_budget(view, todo)
+    if over is not None:
+        reads, budget = over
+        raise ResearchRefused(
+            "heldout_budget", f"hypothesis {todo['hypothesis_id']!r} has used its held-out read "
+            f"budget ({reads} of {budget}): todo {todo_id!r} would read it again",
+            hypothesis_id=todo["hypothesis_id"], detail={"reads": reads, "budget": budget})
+
+
+def heldout_over_budget(view: View, todo: dict[str, Any]) -> tuple[int, int] | None:
+    """(reads, budget) when claiming ``todo`` would exceed its hypothesis' held-out budget."""
+    if todo["action_kind"] != HELDOUT_ACTION or todo["hypothesis_id"] is None:
+        return None
+    entry = view["hypotheses"].get(todo["hypothesis_id"])
+    contract = current_contract(view)
+    if entry is None or contract is None:
+        return None
+    if entry["hypothesis_id"] == baseline_hypothesis(view):
+        # The measured baseline is never tested, and is measured again under a new plan
+        # version: one held-out attempt per plan version, failed or scored.
+        version = plan_version(view)
+        if any(view["packets"][p]["heldout"] and view["packets"][p]["plan_version"] == version
+               for p in entry["packets"]):
+            return (1, 1)
+        return None
+    budget = contract["evaluation"]["heldout_read_budget"]
+    return (entry["heldout_reads"], budget) if entry["heldout_reads"] >= budget else None
+
+
+RESEARCH_CHECKS: dict[str, Callable[[View, Any, Record], None]] = {
+    "auto_research_evidence_packet_v0": _check_packet,
+    "research_evidence_event_v0": _check_event,
+    "novelty_audit_v0": _check_audit,
+    "gate_result_v0": _check_gate,
+}

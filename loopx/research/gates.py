@@ -1,0 +1,160 @@
+"""Gates: what must hold before a hypothesis may be promoted, each passed, failed, pending or not
+required, with its reasons and the records it rests on. A pure function of the checked state.
+
+The held-out gate is always required (dev-only lift never promotes) and reads the final
+held-out judgement, whose verdict the campaign-level control decided (:mod:`loopx.research.control`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from loopx.governance.state import current_contract
+from loopx.research.control import first_heldout
+from loopx.research.state import counts
+
+View = dict[str, Any]
+GATES = ("protected_boundary", "heldout", "novelty", "owner", "first_screen")
+
+
+@dataclass
+class Gate:
+    """One gate for one hypothesis: whether it applies, its status and why."""
+
+    name: str
+    required: bool
+    status: str  # passed, failed, pending or not_required
+    reasons: list[str] = field(default_factory=list)
+    rests_on: list[str] = field(default_factory=list)
+
+
+def relied_packets(entry: dict[str, Any]) -> list[str]:
+    """The packets the hypothesis' latest dev and held-out judgements rest on."""
+    out: list[str] = []
+    for split in ("dev", "heldout"):
+        judgement = entry["judgements"].get(split)
+        if judgement is not None:
+            out += [p for p in judgement["packet_ids"] if p not in out]
+    return out
+
+
+def final_heldout(view: View, entry: dict[str, Any]) -> dict[str, Any] | None:
+    """The hypothesis' final held-out judgement under the plan in force, if it has one."""
+    final = first_heldout(entry)
+    return final if counts(view, final) else None
+
+
+def control_words(judgement: dict[str, Any]) -> str:
+    """How the campaign-level control judged a held-out test, in a few words."""
+    control = judgement.get("control")
+    if not control:
+        return ""
+    return (f" (p {judgement['p_value']:.3g}, adjusted {control['adjusted_p']:.3g} under "
+            f"{control['rule']} at {control['level']:g}, test {control['index']} of the "
+            "campaign's held-out family)")
+
+
+def gates(view: View, entry: dict[str, Any]) -> dict[str, Gate]:
+    """Every gate for one hypothesis under the contract in force."""
+    contract = current_contract(view)
+    policy = contract["promotion_policy"] if contract else {}
+    required = set(policy.get("required_gates", ()))
+    out: dict[str, Gate] = {}
+
+    # Always required, whatever the contract lists: dev-only lift is never a promotion. The
+    # first counted held-out judgement is final; later ones are refused at write.
+    heldout = entry["judgements"].get("heldout")
+    final = final_heldout(view, entry)
+    if final is not None and final["verdict"] == "supports":
+        out["heldout"] = Gate("heldout", True, "passed", rests_on=[final["event_id"]])
+    elif final is not None:
+        out["heldout"] = Gate("heldout", True, "failed",
+                              [f"held-out verdict {final['verdict']}{control_words(final)}"],
+                              [final["event_id"]])
+    elif heldout is None:
+        out["heldout"] = Gate("heldout", True, "pending", ["no held-out judgement yet"])
+    elif heldout["provenance"] == "claimed":
+        out["heldout"] = Gate("heldout", True, "failed",
+                              ["the held-out judgement has claimed provenance"])
+    else:
+        out["heldout"] = Gate("heldout", True, "pending", [
+            f"judged under plan version {heldout['plan_version'] or 1}, which an amendment "
+            "replaced: a new hypothesis is measured under the new plan"])
+
+    boundary = entry["boundary"]
+    relied = relied_packets(entry)
+    if "protected_boundary" not in required:
+        out["protected_boundary"] = Gate("protected_boundary", False, "not_required")
+    elif boundary is None:
+        out["protected_boundary"] = Gate("protected_boundary", True, "pending",
+                                         ["not checked from git yet (`loopx gate check`)"])
+    elif boundary["violations"]:
+        out["protected_boundary"] = Gate("protected_boundary", True, "failed",
+                                         boundary["violations"], [boundary["record_id"]])
+    elif not boundary["passed"]:
+        # Nothing could be verified (no git, unknown commits): promotion stays blocked, but
+        # that is no evidence of tampering, so it is no guardrail failure either.
+        out["protected_boundary"] = Gate("protected_boundary", True, "pending",
+                                         ["could not be verified: "
+                                          + "; ".join(boundary["reasons"])],
+                                         [boundary["record_id"]])
+    else:
+        missing = [p for p in relied if p not in boundary["packets"]]
+        if missing:
+            out["protected_boundary"] = Gate(
+                "protected_boundary", True, "pending",
+                [f"packets not covered by the last check: {', '.join(missing)}"],
+                [boundary["record_id"]])
+        else:
+            out["protected_boundary"] = Gate("protected_boundary", True, "passed",
+                                             rests_on=[boundary["record_id"]])
+
+    independent = [a for a in entry["audits"] if a["agent_id"] != entry["proposer"]]
+    if not (entry["claims_novelty"] or "novelty" in required):
+        out["novelty"] = Gate("novelty", False, "not_required")
+    elif not independent:
+        out["novelty"] = Gate("novelty", True, "pending",
+                              ["no novelty audit by an agent other than the proposer"])
+    else:
+        last = independent[-1]
+        status = {"novel": "passed", "not_novel": "failed"}.get(last["verdict"], "pending")
+        out["novelty"] = Gate("novelty", True, status,
+                              [] if status == "passed" else [f"audit verdict {last['verdict']}"],
+                              [last["record_id"]])
+
+    decision = live_decision(view, entry)
+    if not (policy.get("require_owner_approval") or "owner" in required):
+        out["owner"] = Gate("owner", False, "not_required")
+    elif decision is None or decision["outcome"] != "promoted" or decision["approval"] is None:
+        out["owner"] = Gate("owner", True, "pending",
+                            ["the owner approves the promotion decision once it is written"])
+    else:
+        approval = decision["approval"]
+        out["owner"] = Gate("owner", True,
+                            "passed" if approval["verdict"] == "approved" else "failed",
+                            [] if approval["verdict"] == "approved" else ["rejected by the owner"],
+                            [approval["record_id"]])
+
+    if "first_screen" not in required:
+        out["first_screen"] = Gate("first_screen", False, "not_required")
+    else:
+        # The narrator's gate: passed once the owner approved a first-screen preview rendered
+        # from a log that already held this hypothesis as it stands (its revision).
+        reviewed = [p for p in view["previews"].values()
+                    if p["head_seq"] >= entry["revision"] and p["approval"] is not None
+                    and p["approval"]["verdict"] == "approved"]
+        if reviewed:
+            last = max(reviewed, key=lambda p: p["seq"])
+            out["first_screen"] = Gate("first_screen", True, "passed",
+                                       rests_on=[last["approval"]["record_id"]])
+        else:
+            out["first_screen"] = Gate("first_screen", True, "pending", [
+                f"no approved first-screen preview since revision {entry['revision']}"])
+    return {name: out[name] for name in GATES}
+
+
+def live_decision(view: View, entry: dict[str, Any]) -> dict[str, Any] | None:
+    """The hypothesis' decision in force, if any."""
+    decision_id = view["hypothesis_decisions"].get(entry["hypothesis_id"])
+    return None if decision_id is None else view["decisions"][decision_id]

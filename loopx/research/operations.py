@@ -1,0 +1,132 @@
+"""Research operations: propose a hypothesis, record an evidence packet, judge evidence, audit
+novelty and check the protected boundary. Decisions live in :mod:`loopx.research.decisions`.
+
+Each goes through the one checked write path; the judgement and the gate result are computed
+by loopx (from the packets, and from git), never typed in by an agent.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from loopx.governance.state import current_contract
+from loopx.kernel.errors import NotFound, Refused
+from loopx.kernel.ledger import draft
+
+if TYPE_CHECKING:
+    from loopx.kernel.checks import Credentials, Identity
+    from loopx.work.state import LaneState
+    from loopx.kernel.ledger import Ledger
+    from loopx.kernel.store.base import Record
+
+
+def propose_hypothesis(ledger: Ledger, creds: Credentials, payload: dict[str, Any], *,
+                       under: tuple[str, int], todos: list[dict[str, Any]] | None = None
+                       ) -> dict[str, Any]:
+    """Record a hypothesis under the held todo ``under`` (with the todos that will work on it, in
+    the same batch); ``claimed_by`` defaults to the writer.
+
+    Raises:
+        ResearchRefused: a duplicate of a retired or contradicted hypothesis (recorded);
+        RecordRejected, Refused, StaleLease, Forbidden.
+    """
+    drafts = [draft(t, kind="todo_item_v0", under=under) for t in todos or []]
+    drafts.append(draft({"claimed_by": creds.agent_id, **payload}, kind="research_hypothesis_v0",
+                        under=under))
+    written = ledger.append(drafts, creds=creds)
+    hypothesis = written[-1]
+    return {"hypothesis_id": hypothesis["payload"]["hypothesis_id"],
+            "record_id": hypothesis["record_id"], "seq": hypothesis["seq"],
+            "todos": [r["payload"]["todo_id"] for r in written[:-1]]}
+
+
+def append_packet(ledger: Ledger, creds: Credentials, payload: dict[str, Any], *,
+                  under: tuple[str, int]) -> dict[str, Any]:
+    """Record one attempt's evidence packet (scored or failed) under the held todo ``under``."""
+    [record] = ledger.append(draft(payload, kind="auto_research_evidence_packet_v0",
+                                   under=under), creds=creds)
+    return {"packet_id": record["record_id"], "seq": record["seq"],
+            "hypothesis_id": record["payload"]["hypothesis_id"],
+            "status": record["payload"]["status"]}
+
+
+def judge(ledger: Ledger, creds: Credentials, hypothesis_id: str, split: str) -> dict[str, Any]:
+    """Judge every scored packet of a hypothesis on ``split`` (under the plan in force) with the
+    contract's rule, against the measured or the assumed baseline, and record it. A held-out
+    judgement carries the campaign-level control and is final.
+
+    Raises:
+        ResearchRefused: a second held-out judgement (recorded); NotFound, Refused: no such
+        hypothesis, no usable packet, the baseline itself or a baseline not measured yet.
+    """
+    from loopx.research.evidence import judgement_payload
+
+    def plan(view: LaneState, who: Identity, now: str) -> list[Record]:
+        payload = judgement_payload(view, hypothesis_id, split)
+        return ledger.prepare(draft(payload, kind="research_evidence_event_v0"), who)
+
+    [record] = ledger.write(creds, plan)
+    p = record["payload"]
+    return {"event_id": record["record_id"], "seq": record["seq"], "hypothesis_id": hypothesis_id,
+            "split": split, "verdict": p["verdict"], "values": p["values"], "seeds": p["seeds"],
+            "mean_delta": p["mean_delta"], "p_value": p["p_value"],
+            "statistic": p["statistic"], "packet_ids": p["packet_ids"], "rule": p["rule"],
+            "notes": p["notes"], "baseline": p["baseline"], "baseline_values": p["baseline_values"],
+            "baseline_packet_ids": p["baseline_packet_ids"], "plan_version": p["plan_version"],
+            "control": p["control"]}
+
+
+def audit_novelty(ledger: Ledger, creds: Credentials, hypothesis_id: str, verdict: str, *,
+                  refs: list[dict[str, Any]] | None = None,
+                  note: str | None = None) -> dict[str, Any]:
+    """Record an independent novelty audit (never by the hypothesis' proposer)."""
+    payload: dict[str, Any] = {"hypothesis_id": hypothesis_id, "verdict": verdict,
+                               "refs": refs or [], "note": note}
+    [record] = ledger.append(draft(payload, kind="novelty_audit_v0"), creds=creds)
+    return {"audit_id": record["record_id"], "seq": record["seq"],
+            "hypothesis_id": hypothesis_id, "verdict": verdict}
+
+
+def check_gate(ledger: Ledger, creds: Credentials, hypothesis_id: str, *,
+               repo: Path | None) -> dict[str, Any]:
+    """Verify the protected boundary from git for every packet the hypothesis' judgements rest
+    on, and record the result (``gate_result_v0``), passed or failed.
+
+    Git runs before the lock, on the hypothesis as it stands; the write is refused if the
+    hypothesis changed meanwhile (check again).
+
+    Raises:
+        NotFound: no such hypothesis; Refused: no contract, or it changed during the check.
+    """
+    from loopx.research.projections import relied_packets
+    from loopx.research.protected import check_boundary
+
+    view = ledger.state()["lanes"]
+    entry = view["hypotheses"].get(hypothesis_id)
+    if entry is None:
+        raise NotFound(f"there is no hypothesis {hypothesis_id!r}")
+    contract = current_contract(view)
+    if contract is None:
+        raise Refused("there is no contract: the protected scope comes from it")
+    relied = relied_packets(entry) or list(entry["packets"])
+    packets = [{"packet_id": p, "base_commit": view["packets"][p]["base_commit"],
+                "evaluated_commit": view["packets"][p]["evaluated_commit"]} for p in relied]
+    pinned = contract.get("protected_commit")
+    result = check_boundary(repo, packets, list(contract["protected_scope"]), pinned).to_json()
+    payload = {"hypothesis_id": hypothesis_id, "gate": "protected_boundary",
+               "passed": result["passed"], "revision": entry["revision"],
+               "packets": result["checked"] or [{"packet_id": p["packet_id"]} for p in packets],
+               "protected_scope": list(contract["protected_scope"]), "protected_commit": pinned,
+               "violations": [{k: str(v[k])[:500] for k in ("commit", "path", "change", "detail")}
+                              for v in result["violations"][:256]],
+               "reasons": [r[:500] for r in result["reasons"][:64]]}
+
+    def plan(view: LaneState, who: Identity, now: str) -> list[Record]:
+        return ledger.prepare(draft(payload, kind="gate_result_v0"), who, by_loopx=True)
+
+    [record] = ledger.write(creds, plan)
+    return {"gate_id": record["record_id"], "seq": record["seq"], "hypothesis_id": hypothesis_id,
+            "gate": "protected_boundary", "passed": payload["passed"],
+            "revision": payload["revision"], "packets": [p["packet_id"] for p in packets],
+            "violations": payload["violations"], "reasons": payload["reasons"]}

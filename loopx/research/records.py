@@ -1,0 +1,169 @@
+"""Research record kinds: hypotheses, evidence packets and judgements, novelty audits, gate
+results and refusals."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, JsonValue
+
+from loopx.kernel.types import (
+    ArtifactRef,
+    Direction,
+    GitCommit,
+    GroundingRef,
+    Identifier,
+    LongText,
+    Model,
+    NonNegative,
+    ShortText,
+    Split,
+)
+
+
+class ResearchHypothesisV0(Model):
+    """A hypothesis. The backing todo is the envelope's ``todo_id``; refinements name a parent."""
+
+    hypothesis_id: Identifier
+    parent_id: Identifier | None = None
+    title: ShortText
+    statement: LongText
+    mechanism_family: Identifier
+    parameters: dict[str, JsonValue] = {}
+    claimed_by: Identifier
+    grounding_refs: Annotated[list[GroundingRef], Field(max_length=64)] = []
+    no_grounding_reason: ShortText | None = None
+    claims_novelty: bool = False
+    expected_effect: ShortText | None = None
+    supersedes: Identifier | None = None
+
+
+class SplitResult(Model):
+    """One measured value: a metric on a split for one seed."""
+
+    split: Split
+    metric: Identifier
+    seed: int
+    value: float
+
+
+class AutoResearchEvidencePacketV0(Model):
+    """One executor attempt, failed or scored; failed attempts are recorded, never hidden."""
+
+    hypothesis_id: Identifier
+    attempt: Annotated[int, Field(ge=1)] = 1
+    status: Literal["scored", "failed", "timeout", "invalid_output", "cancelled"]
+    results: Annotated[list[SplitResult], Field(max_length=4096)] = []
+    branch: Annotated[str, Field(max_length=256)] | None = None
+    base_commit: GitCommit | None = None
+    evaluated_commit: GitCommit | None = None
+    artifacts: Annotated[list[ArtifactRef], Field(max_length=256)] = []
+    protected_scope_clean: bool | None = Field(
+        default=None, description="self-reported by the executor; gates verify it from git"
+    )
+    exit_status: int | None = None
+    error: LongText | None = None
+    wall_seconds: NonNegative | None = None
+    cpu_seconds: NonNegative | None = None
+    notes: LongText | None = None
+
+
+class ControlApplied(Model):
+    """How the campaign-level control judged one held-out test: its place in the family, the
+    threshold the online rule gave it, and its p-value adjusted to compare with ``level``."""
+
+    rule: Literal["lond", "alpha_spending"]
+    level: Annotated[float, Field(gt=0, lt=1)]
+    index: Annotated[int, Field(ge=1)]
+    discoveries_before: Annotated[int, Field(ge=0)] = 0
+    looks: Annotated[int, Field(ge=1)] = 1
+    threshold: Annotated[float, Field(ge=0, le=1)]
+    adjusted_p: Annotated[float, Field(ge=0, le=1)]
+    discovery: bool
+
+
+class ResearchEvidenceEventV0(Model):
+    """The evaluator/promoter's judgement of scored attempts on one split under a named rule."""
+
+    hypothesis_id: Identifier
+    packet_ids: Annotated[list[Identifier], Field(min_length=1, max_length=1024)]
+    split: Split
+    metric: Identifier
+    direction: Direction
+    baseline: float | None = None
+    baseline_values: list[float] = []
+    values: list[float] = []
+    seeds: list[int] = []
+    rule: Identifier
+    statistic: float | None = None
+    p_value: Annotated[float, Field(ge=0, le=1)] | None = None
+    mean_delta: float | None = None
+    verdict: Literal["supports", "contradicts", "inconclusive", "needs_retry", "invalid"]
+    notes: ShortText | None = None
+    plan_version: Annotated[int, Field(ge=1)] | None = None
+    baseline_packet_ids: Annotated[list[Identifier], Field(max_length=1024)] = []
+    control: ControlApplied | None = None
+
+
+GateName = Literal["protected_boundary", "heldout", "novelty", "owner", "first_screen"]
+
+
+class NoveltyAuditV0(Model):
+    """An independent audit of a hypothesis' novelty claim (never by the agent that proposed it)."""
+
+    hypothesis_id: Identifier
+    verdict: Literal["novel", "not_novel", "inconclusive"]
+    refs: Annotated[list[GroundingRef], Field(max_length=64)] = []
+    note: LongText | None = None
+
+
+class CheckedPacket(Model):
+    """One evidence packet a gate looked at, and the commit range it checked."""
+
+    packet_id: Identifier
+    base_commit: GitCommit | None = None
+    evaluated_commit: GitCommit | None = None
+    commits: Annotated[int, Field(ge=0)] = 0
+
+
+class GateViolation(Model):
+    """A change the protected-boundary gate found in a checked commit range."""
+
+    commit: Annotated[str, Field(max_length=64)]
+    path: Annotated[str, Field(max_length=1024)]
+    change: ShortText
+    detail: ShortText = ""
+
+
+class GateResultV0(Model):
+    """The recorded result of a gate check that needs more than the log (the protected boundary,
+    verified from git). Written only by loopx's gate tool, never appended by hand."""
+
+    hypothesis_id: Identifier
+    gate: Literal["protected_boundary"]
+    passed: bool
+    revision: Annotated[int, Field(ge=0)]
+    packets: Annotated[list[CheckedPacket], Field(max_length=1024)] = []
+    protected_scope: list[Annotated[str, Field(max_length=1024)]] = []
+    protected_commit: GitCommit | None = None
+    violations: Annotated[list[GateViolation], Field(max_length=256)] = []
+    reasons: Annotated[list[ShortText], Field(max_length=64)] = []
+
+
+RefusalRule = Literal["heldout_budget", "duplicate", "dev_only_lift", "claimed_evidence",
+                      "no_candidate", "heldout_once", "heldout_final", "heldout_incomplete",
+                      "attempts_exhausted", "measured_baseline", "selective_judgement"]
+
+
+class ResearchRefusalV0(Model):
+    """A well-formed, authorised request a research rule refused, kept for the audit trail.
+    Written only by loopx, in place of what was refused."""
+
+    rule: RefusalRule
+    requested_kind: Identifier
+    requested_action: Identifier
+    hypothesis_id: Identifier | None = None
+    todo_id: Identifier | None = None
+    reason: LongText
+    cites: Annotated[list[Identifier], Field(max_length=64)] = []
+    detail: dict[str, JsonValue] = {}

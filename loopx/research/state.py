@@ -1,0 +1,242 @@
+"""The research slices of folded state: hypotheses, the evidence packets and judgements about
+them, novelty audits, recorded gate results, held-out reads and each hypothesis' revision.
+
+Folded incrementally with the rest of the checked state (and checkpointed with it), so the
+frontier and the candidates are computed from these compact entries, never by replaying the
+log. Entries are replaced, never edited in place, like every other slice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from loopx.research.plan import current_plan, freeze, plan_version
+
+SLICES = ("hypotheses", "packets", "content_index", "hypothesis_todos")
+HELDOUT_ACTION = "run_holdout_eval"
+# The todo actions that evaluate a hypothesis, and the split each reads.
+EVALUATION_SPLITS = {"run_dev_eval": "dev", "retry_attempt": "dev", HELDOUT_ACTION: "heldout"}
+SPLITS = ("dev", "heldout")
+
+
+def content_sha256(payload: dict[str, Any]) -> str:
+    """The normalized content of a hypothesis: its mechanism family, its statement case-folded
+    with whitespace collapsed, and its parameters as canonical JSON."""
+    text = " ".join(str(payload["statement"]).casefold().split())
+    doc = {"mechanism_family": str(payload["mechanism_family"]).casefold(), "text": text,
+           "parameters": _numbers(payload.get("parameters") or {})}
+    line = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(line.encode()).hexdigest()
+
+
+def _numbers(value: Any) -> Any:
+    # 256 and 256.0 are one parameter value: JSON text must not make a new idea.
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_numbers(v) for v in value]
+    return value
+
+
+def counts(view: dict[str, Any], judgement: dict[str, Any] | None) -> bool:
+    """Whether a judgement counts: not of claimed provenance, and made under the plan version in
+    force (an amendment of the plan never rescues, nor keeps, a judgement on the old terms)."""
+    return (judgement is not None and judgement["provenance"] != "claimed"
+            and (judgement["plan_version"] or 1) == plan_version(view))
+
+
+def baseline_hypothesis(view: dict[str, Any]) -> str | None:
+    """The hypothesis whose packets measure the baseline under the plan in force, if any."""
+    plan = current_plan(view)
+    return None if plan is None else plan["plan"]["metric.baseline_hypothesis"]
+
+
+def dev_attempts(view: dict[str, Any], entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """The hypothesis' attempts outside held-out todos under the plan in force, scored or not:
+    each counts toward the plan's ``max_attempts``."""
+    version = plan_version(view)
+    packets = (view["packets"][p] for p in entry["packets"])
+    return [p for p in packets if not p["heldout"] and p["plan_version"] == version]
+
+
+def measured_baseline_mean(view: dict[str, Any]) -> float | None:
+    """The measured baseline's mean held-out value under the plan in force, if it has one."""
+    baseline = baseline_hypothesis(view)
+    entry = view["hypotheses"].get(baseline or "")
+    if entry is None:
+        return None
+    plan = current_plan(view)
+    assert plan is not None  # a baseline hypothesis is named by a plan
+    values = [r[3] for p in entry["packets"] for r in view["packets"][p]["results"]
+              if view["packets"][p]["plan_version"] == plan["version"]
+              and view["packets"][p]["status"] == "scored" and r[0] == "heldout"
+              and r[1] == plan["plan"]["metric.name"]]
+    return sum(values) / len(values) if values else None
+
+
+def heldout_mean(view: dict[str, Any], hypothesis_id: str) -> float | None:
+    """The mean of the hypothesis' latest held-out judgement, if it counts (it has values and
+    is not of claimed provenance): what a promotion's improvement is measured on."""
+    entry = view["hypotheses"].get(hypothesis_id)
+    judgement = None if entry is None else entry["judgements"].get("heldout")
+    if judgement is None or not judgement["values"] or judgement["provenance"] == "claimed":
+        return None
+    return sum(judgement["values"]) / len(judgement["values"])
+
+
+def apply_research(view: dict[str, Any], record: dict[str, Any]) -> None:
+    """Fold one record into the research slices of ``view`` (state or overlay)."""
+    handler = _HANDLERS.get(record["schema_version"])
+    if handler is not None:
+        handler(view, record, record["payload"])
+
+
+def _touch(view: dict[str, Any], hypothesis_id: str, record: dict[str, Any],
+           **changes: Any) -> None:
+    # Every research record about a hypothesis moves its revision (heartbeats do not).
+    entry = view["hypotheses"].get(hypothesis_id)
+    if entry is not None:
+        view["hypotheses"][hypothesis_id] = {**entry, **changes, "revision": record["seq"]}
+
+
+def _hypothesis(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
+    hid = p["hypothesis_id"]
+    digest = content_sha256(p)
+    view["hypotheses"][hid] = {
+        "hypothesis_id": hid, "title": p["title"], "mechanism_family": p["mechanism_family"],
+        "parent_id": p.get("parent_id"), "claims_novelty": p.get("claims_novelty", False),
+        "proposer": record["agent_id"], "todo_id": record["todo_id"],
+        "record_id": record["record_id"], "seq": record["seq"], "revision": record["seq"],
+        "content_sha256": digest, "supersedes": p.get("supersedes"), "superseded_by": None,
+        "packets": [], "events": [], "judgements": {}, "audits": [], "boundary": None, "gates": [],
+        "heldout_reads": 0, "refusals": 0, "visibility": record["visibility"],
+        "family_index": None, "heldout_judgements": [],
+    }
+    view["content_index"][digest] = [*view["content_index"].get(digest, ()), hid]
+    old = p.get("supersedes")
+    if old is not None:
+        _touch(view, old, record, superseded_by=hid)
+
+
+def _packet(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
+    hid = p["hypothesis_id"]
+    todo = view["todos"].get(record["todo_id"] or "")
+    heldout = (any(r["split"] == "heldout" for r in p["results"])
+               or (todo is not None and todo["action_kind"] == HELDOUT_ACTION))
+    campaign = view["campaign"]
+    campaign["plans"] = freeze(campaign["plans"], record["seq"])
+    view["packets"][record["record_id"]] = {
+        "plan_version": plan_version(view), "heldout": heldout,
+        "packet_id": record["record_id"], "hypothesis_id": hid, "status": p["status"],
+        "attempt": p["attempt"], "branch": p.get("branch"),
+        "base_commit": p.get("base_commit"), "evaluated_commit": p.get("evaluated_commit"),
+        "provenance": record["provenance"], "agent_id": record["agent_id"],
+        "todo_id": record["todo_id"], "seq": record["seq"], "visibility": record["visibility"],
+        "results": [[r["split"], r["metric"], r["seed"], r["value"]] for r in p["results"]],
+    }
+    entry = view["hypotheses"].get(hid)
+    if entry is not None:
+        _touch(view, hid, record, packets=[*entry["packets"], record["record_id"]])
+
+
+def _event(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
+    hid = p["hypothesis_id"]
+    entry = view["hypotheses"].get(hid)
+    if entry is None:
+        return
+    summary = {"event_id": record["record_id"], "seq": record["seq"], "split": p["split"],
+               "verdict": p["verdict"], "packet_ids": list(p["packet_ids"]),
+               "values": list(p["values"]), "mean_delta": p.get("mean_delta"),
+               "p_value": p.get("p_value"), "provenance": record["provenance"],
+               "agent_id": record["agent_id"], "metric": p["metric"],
+               "baseline": p.get("baseline"), "baseline_values": list(p["baseline_values"]),
+               "seeds": list(p["seeds"]), "rule": p["rule"], "visibility": record["visibility"],
+               "plan_version": p.get("plan_version"), "control": p.get("control"),
+               "baseline_packet_ids": list(p.get("baseline_packet_ids") or [])}
+    brief = {k: summary[k] for k in ("event_id", "seq", "split", "verdict", "packet_ids")}
+    heldout = entry["heldout_judgements"]
+    if p["split"] == "heldout":
+        heldout = [*heldout, summary]
+    _touch(view, hid, record, events=[*entry["events"], brief],
+           judgements={**entry["judgements"], p["split"]: summary}, heldout_judgements=heldout)
+
+
+def _audit(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
+    entry = view["hypotheses"].get(p["hypothesis_id"])
+    if entry is not None:
+        audit = {"record_id": record["record_id"], "seq": record["seq"],
+                 "agent_id": record["agent_id"], "verdict": p["verdict"]}
+        _touch(view, p["hypothesis_id"], record, audits=[*entry["audits"], audit])
+
+
+def _gate(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
+    boundary = {"record_id": record["record_id"], "seq": record["seq"], "passed": p["passed"],
+                "revision": p["revision"], "packets": [c["packet_id"] for c in p["packets"]],
+                "reasons": list(p["reasons"]),
+                "violations": [f"{v['path']} ({v['change']})" for v in p["violations"]]}
+    entry = view["hypotheses"].get(p["hypothesis_id"])
+    if entry is not None:
+        brief = {"record_id": record["record_id"], "seq": record["seq"], "gate": p["gate"],
+                 "passed": p["passed"]}
+        _touch(view, p["hypothesis_id"], record, boundary=boundary,
+               gates=[*entry["gates"], brief])
+
+
+def _decision(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
+    _touch(view, p["hypothesis_id"], record)
+
+
+def _approval(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
+    if p["subject"]["kind"] == "decision":
+        decision = view["decisions"].get(p["subject"]["id"])
+        if decision is not None:
+            _touch(view, decision["hypothesis_id"], record)
+
+
+def _claim(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
+    # A held-out todo's claim packet carries the held-out data's location: each claim is a read.
+    todo = view["todos"].get(record["todo_id"])
+    if todo is None or todo["action_kind"] != HELDOUT_ACTION:
+        return
+    entry = view["hypotheses"].get(todo["hypothesis_id"] or "")
+    if entry is None:
+        return
+    changes = {"heldout_reads": entry["heldout_reads"] + 1}
+    # The first held-out claim numbers the hypothesis in the campaign's test family, before any
+    # of its held-out values exist (loopx.research.control); the measured baseline is not tested.
+    if entry["family_index"] is None and entry["hypothesis_id"] != baseline_hypothesis(view):
+        campaign = view["campaign"]
+        campaign["family_size"] = changes["family_index"] = campaign["family_size"] + 1
+    view["hypotheses"][entry["hypothesis_id"]] = {**entry, **changes}
+
+
+def _todo(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
+    # Kept apart from the hypothesis entry: a todo may come before its hypothesis in a batch.
+    hid = p.get("hypothesis_id")
+    if hid is not None:
+        todos = view["hypothesis_todos"]
+        todos[hid] = [*todos.get(hid, ()), p["todo_id"]]
+
+
+def _refusal(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
+    entry = view["hypotheses"].get(p.get("hypothesis_id") or "")
+    if entry is not None:
+        view["hypotheses"][entry["hypothesis_id"]] = {**entry, "refusals": entry["refusals"] + 1}
+
+
+_HANDLERS = {
+    "todo_item_v0": _todo,
+    "research_hypothesis_v0": _hypothesis,
+    "auto_research_evidence_packet_v0": _packet,
+    "research_evidence_event_v0": _event,
+    "novelty_audit_v0": _audit,
+    "gate_result_v0": _gate,
+    "research_decision_v0": _decision,
+    "approval_v0": _approval,
+    "auto_research_lane_claim_v1": _claim,
+    "research_refusal_v0": _refusal,
+}

@@ -1,0 +1,437 @@
+"""``loopx lane run``: one lane, driven by a user's command.
+
+The runner loops on should-run with claim. For each claimed todo it starts the command (in its
+own git worktree for an executor), hands it the claim packet as JSON on stdin and in the
+environment (the token removed), heartbeats the lease while it runs, reads a
+``loopx_lane_result_v0`` from its stdout, and records the attempt through the checked path:
+the result's records with the completion in one batch, or the failure with its exit status.
+A command that cannot start, fails, hangs past its timeout or prints an invalid result is a
+failed attempt, recorded (without whatever part of it is refused, never not at all); the
+attempt's CPU and wall time are recorded as usage. A command that cannot start also stops the
+runner, which would otherwise fail every todo it claims the same way. A fault of the runner itself (no worktree
+can be made) releases the claim before it stops. SIGTERM or Ctrl-C releases the held claim; a
+crash leaves it to expire and be reclaimed (or to the same agent, which resumes it on a fresh
+branch).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from loopx.kernel.errors import LoopxError, RecordRejected, StaleLease, UsageProblem
+from loopx.runner.attempt import (
+    MAX_OUTPUT,
+    Attempt,
+    LaneReport,
+    OutputReader,
+    kill_group,
+    start_failure,
+)
+from loopx.runner.result import LaneResult, parse_result
+
+if TYPE_CHECKING:
+    from loopx.kernel.checks import Credentials
+    from loopx.kernel.ledger import Ledger
+    from loopx.workspace import Workspace
+    from loopx.runner.worktrees import Worktree
+
+PACKET = "auto_research_evidence_packet_v0"
+# Environment variables that carry a credential never reach the command.
+SECRET_ENV = ("LOOPX_TOKEN", "LOOPX_TOKEN_FILE")
+# Should-run reasons worth waiting on after the campaign stopped: a todo held up by others'
+# work in progress, or by the owner's pending verdict.
+WAIT_AFTER_STOP = ("blocked", "awaiting_approval")
+REASON_CHARS = 512  # a todo event's reason (ShortText)
+ERROR_CHARS = 2048  # an attempt's error as the report and the packet carry it
+TICK = 0.2
+
+
+@dataclass(frozen=True)
+class RunnerOptions:
+    """How a lane runs: the command, its timeout, and when the runner stops."""
+
+    command: list[str]
+    timeout: float = 3600.0
+    idle_polls: int = 0  # stop after this many polls in a row with nothing to do (0: never)
+    poll_seconds: float = 2.0
+    max_attempts: int = 0  # stop after this many attempts (0: never)
+    worktrees: bool = True
+
+
+class _Stop(Exception):
+    """SIGTERM or Ctrl-C arrived: release what is held and stop."""
+
+
+class LaneRunner:
+    """Runs one agent's lane until the campaign stops, it idles out, or it is told to stop."""
+
+    def __init__(self, workspace: Workspace, creds: Credentials, options: RunnerOptions, *,
+                 role: str | None = None, log: Callable[[str], None] | None = None) -> None:
+        if not options.command:
+            raise UsageProblem("give the command to run after --, e.g. "
+                               "`loopx lane run --role R --agent-id A -- python work.py`")
+        self.workspace = workspace
+        self.creds = creds
+        self.options = options
+        self.ledger: Ledger = workspace.ledger()
+        self.log = log or (lambda text: print(f"loopx lane: {text}", file=sys.stderr))
+        self.stopping = False
+        agent = self.ledger.state()["lanes"]["agents"].get(creds.agent_id)
+        if agent is None:
+            from loopx.kernel.errors import NotFound
+
+            raise NotFound(f"no agent {creds.agent_id!r} is registered",
+                           hint="the owner registers it with `loopx agent register`")
+        if role is not None and agent["role"] != role:
+            raise UsageProblem(f"agent {creds.agent_id!r} has role {agent['role']!r}, "
+                               f"not {role!r}")
+        self.ledger.identify(creds)  # a wrong token fails now, not at the first claim
+        self.report = LaneReport(creds.agent_id, agent["role"])
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def run(self) -> LaneReport:
+        """Claim and run todos until there is a reason to stop."""
+        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            self._loop()
+        except _Stop:
+            self.report.stopped_because = "signal"
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+            self.ledger.store.close()
+        return self.report
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.stopping = True
+
+    def _check_stop(self) -> None:
+        if self.stopping:
+            raise _Stop
+
+    def _loop(self) -> None:
+        from loopx.work.claims import should_run
+
+        idle = 0
+        while True:
+            self._check_stop()
+            answer = should_run(self.ledger, self.creds.agent_id, claim=True, creds=self.creds)
+            if answer["todo"] is not None and answer["reason"] in ("selected",
+                                                                   "already_holding_lease"):
+                idle = 0
+                attempt = self._attempt(answer)
+                self.report.attempts.append(attempt)
+                if not attempt.started:
+                    # It will not start next time either: stop before it fails every todo.
+                    self.log("stopping: the command cannot start; fix it and run the lane "
+                             "again (the failed attempt is recorded)")
+                    self.report.stopped_because = "command_cannot_start"
+                    return
+                if self.options.max_attempts and \
+                        len(self.report.attempts) >= self.options.max_attempts:
+                    self.report.stopped_because = "max_attempts"
+                    return
+                continue
+            reason = answer["reason"]
+            state = self.ledger.state()["lanes"]["campaign"]["status"]["state"]
+            # A finished campaign hands out nothing new except the narrator's last chapter:
+            # unless others may still unblock it (or the owner approve), nothing will come.
+            if reason == "campaign_stopped" or (state in ("completed", "stopped", "failed")
+                                                and reason not in WAIT_AFTER_STOP):
+                self.report.stopped_because = f"campaign_{state}"
+                return
+            idle += 1
+            if self.options.idle_polls and idle >= self.options.idle_polls:
+                self.report.stopped_because = "idle"
+                return
+            self._sleep(self.options.poll_seconds)
+
+    def _sleep(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self._check_stop()
+            time.sleep(min(TICK, max(end - time.monotonic(), 0)))
+
+    # -- one attempt --------------------------------------------------------------------------
+
+    def _attempt(self, answer: dict[str, Any]) -> Attempt:
+        todo, claim = answer["todo"], answer["claim"]
+        todo_id, epoch = todo["todo_id"], todo["epoch"]
+        self.log(f"{self.creds.agent_id} claimed {todo_id} (epoch {epoch}, "
+                 f"{todo['action_kind']})")
+        worktree: Worktree | None = None
+        attempt = Attempt(todo_id, epoch, "failed")
+        try:
+            worktree = self._worktree(todo)
+            stdout, attempt = self._run_command(todo, claim, worktree, attempt)
+            if attempt.reason is None:
+                self._record(todo, worktree, stdout, attempt)
+            else:
+                self._record_failure(todo, worktree, attempt, attempt.reason)
+        except _Stop:
+            self._release(todo_id, epoch, "the lane runner was stopped")
+            raise
+        except StaleLease as exc:
+            # The lease is gone (expired and reclaimed): this attempt may record nothing more.
+            attempt.reason = f"lease lost: {exc.message}"
+            self.log(f"{todo_id}: {attempt.reason}")
+        except LoopxError as exc:
+            # The runner cannot go on (no worktree can be made, its grant was revoked, ...):
+            # give the todo back rather than leave it claimed for a whole lease, then stop.
+            self._release(todo_id, epoch, f"the lane runner stopped: {exc.message}")
+            raise
+        finally:
+            if worktree is not None:
+                from loopx.runner.worktrees import remove
+
+                remove(worktree)
+        self.log(f"{todo_id}: {attempt.outcome}" + (f" ({attempt.reason})" if attempt.reason
+                                                   else ""))
+        return attempt
+
+    def _worktree(self, todo: dict[str, Any]) -> Worktree | None:
+        if not self.options.worktrees or self.report.role != "research_executor":
+            return None
+        from loopx.runner.worktrees import create
+
+        return create(self.workspace.root, todo["todo_id"], todo["epoch"])
+
+    def _environment(self, todo: dict[str, Any], claim: dict[str, Any],
+                     worktree: Worktree | None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
+        env.update({
+            "LOOPX_WORKSPACE": str(self.workspace.root), "LOOPX_AGENT_ID": self.creds.agent_id,
+            "LOOPX_ROLE": self.report.role, "LOOPX_TODO_ID": todo["todo_id"],
+            "LOOPX_EPOCH": str(todo["epoch"]), "LOOPX_ACTION": todo["action_kind"],
+            "LOOPX_HYPOTHESIS_ID": todo["hypothesis_id"] or "",
+            "LOOPX_CLAIM": json.dumps(claim, sort_keys=True)})
+        if worktree is not None:
+            env.update({"LOOPX_WORKTREE": str(worktree.path), "LOOPX_BRANCH": worktree.branch,
+                        "LOOPX_BASE_COMMIT": worktree.base_commit})
+        return env
+
+    def _run_command(self, todo: dict[str, Any], claim: dict[str, Any],
+                     worktree: Worktree | None, attempt: Attempt) -> tuple[bytes, Attempt]:
+        from loopx.work.claims import heartbeat
+
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.monotonic()
+        try:
+            child = subprocess.Popen(
+                self.options.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                cwd=str(worktree.path if worktree else self.workspace.root),
+                env=self._environment(todo, claim, worktree), start_new_session=True)
+        except OSError as exc:
+            attempt.wall_seconds = time.monotonic() - started
+            attempt.reason = start_failure(self.options.command, exc)
+            attempt.started = False
+            return b"", attempt
+        out = OutputReader(child)
+        assert child.stdin is not None
+        try:
+            child.stdin.write(json.dumps(claim, sort_keys=True).encode() + b"\n")
+            child.stdin.close()
+        except BrokenPipeError:
+            pass  # the command does not read its stdin
+        every = max(float(claim.get("heartbeat_seconds") or 60.0), 1.0)
+        next_beat = started + every
+        try:
+            while child.poll() is None:
+                self._check_stop()
+                now = time.monotonic()
+                if now - started > self.options.timeout:
+                    kill_group(child)
+                    attempt.reason = f"timed out after {self.options.timeout:g} s"
+                    break
+                if now >= next_beat:
+                    heartbeat(self.ledger, self.creds, todo["todo_id"], todo["epoch"])
+                    next_beat = now + every
+                try:
+                    child.wait(timeout=TICK)
+                except subprocess.TimeoutExpired:
+                    pass
+        except BaseException:
+            kill_group(child)
+            raise
+        finally:
+            out.join()
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            attempt.wall_seconds = time.monotonic() - started
+            attempt.cpu_seconds = max((after.ru_utime - before.ru_utime)
+                                      + (after.ru_stime - before.ru_stime), 0.0)
+        attempt.exit_status = child.returncode
+        if attempt.reason is None and child.returncode != 0:
+            attempt.reason = f"the command exited with status {child.returncode}"
+        if attempt.reason is None and out.overflow:
+            attempt.reason = f"the command printed more than {MAX_OUTPUT} bytes"
+        return out.data, attempt
+
+    # -- recording ----------------------------------------------------------------------------
+
+    def _usage(self, attempt: Attempt) -> list[dict[str, Any]]:
+        """The attempt's usage record, or none when it measured nothing (a command that never
+        started): a usage record needs a positive increment."""
+        payload: dict[str, Any] = {"note": f"lane attempt of {attempt.todo_id}"[:512]}
+        wall = round(attempt.wall_seconds, 3)
+        if wall > 0:
+            payload["wall_seconds"] = wall
+        cpu_hours = round(attempt.cpu_seconds / 3600, 9)
+        if cpu_hours > 0:
+            payload["cpu_hours"] = cpu_hours
+        if len(payload) == 1:
+            return []
+        return [{"schema_version": "usage_v0", "payload": payload}]
+
+    def _record(self, todo: dict[str, Any], worktree: Worktree | None, stdout: bytes,
+                attempt: Attempt) -> None:
+        from loopx.work.claims import complete, fail, release
+
+        try:
+            result = parse_result(stdout)
+        except RecordRejected as exc:
+            self._record_failure(todo, worktree, attempt, f"invalid result: {exc.message}",
+                                 status="invalid_output")
+            return
+        if worktree is not None:
+            from loopx.runner.worktrees import dirty_paths
+
+            dirty = dirty_paths(worktree)
+            if dirty and result.outcome == "completed":
+                self._record_failure(todo, worktree, attempt, "the worktree is dirty "
+                                     f"({len(dirty)} uncommitted path(s)): commit or discard "
+                                     "changes before the attempt is evaluated")
+                return
+        todo_id, epoch = todo["todo_id"], todo["epoch"]
+        records = [self._fill(d, worktree) for d in result.records]
+        if result.outcome == "released":
+            attempt.outcome = "released"
+            attempt.reason = result.reason
+            attempt.seq = release(self.ledger, self.creds, todo_id, epoch,
+                                  result.reason)["seq"]
+            return
+        if result.outcome == "failed":
+            attempt.reason = result.reason or "the command reported a failure"
+            try:
+                attempt.seq = fail(self.ledger, self.creds, todo_id, epoch,
+                                   attempt.reason[:REASON_CHARS], dict(result.result),
+                                   before=[*records, *self._usage(attempt)])["seq"]
+            except StaleLease:
+                raise
+            except LoopxError as exc:
+                # Its records were refused: the failure is still recorded, without them.
+                self._record_failure(todo, worktree, attempt, f"{attempt.reason}; its records "
+                                     f"were refused: {exc.message}")
+            return
+        try:
+            self._calls(result, todo_id, epoch)
+            done = complete(self.ledger, self.creds, todo_id, epoch, dict(result.result),
+                            before=[*records, *self._usage(attempt)])
+        except StaleLease:
+            raise
+        except LoopxError as exc:
+            self._record_failure(todo, worktree, attempt, f"result refused: {exc.message}")
+            return
+        attempt.outcome, attempt.seq = "completed", done["seq"]
+
+    def _calls(self, result: LaneResult, todo_id: str, epoch: int) -> None:
+        from loopx.tools import ToolContext, call
+        from loopx.tools.registry import get_tool, params_of
+
+        ctx = ToolContext(self.workspace, self.creds, _ledger=self.ledger)
+        for item in result.calls:
+            args = dict(item.args)
+            if "under_todo_id" in params_of(get_tool(item.tool)):
+                args.setdefault("under_todo_id", todo_id)
+                args.setdefault("under_epoch", epoch)
+            try:
+                call(item.tool, ctx, args)
+            except LoopxError as exc:
+                exc.message = f"call {item.tool}: {exc.message}"
+                raise
+
+    def _fill(self, doc: dict[str, Any], worktree: Worktree | None) -> dict[str, Any]:
+        """A packet gets the worktree's branch and commits unless it names its own."""
+        if worktree is None or doc.get("schema_version") != PACKET:
+            return dict(doc)
+        from loopx.runner.worktrees import head_commit
+
+        payload = dict(doc.get("payload") or {})  # type: ignore[arg-type]
+        payload.setdefault("branch", worktree.branch)
+        payload.setdefault("base_commit", worktree.base_commit)
+        payload.setdefault("evaluated_commit", head_commit(worktree))
+        return {**doc, "payload": payload}
+
+    def _record_failure(self, todo: dict[str, Any], worktree: Worktree | None,
+                        attempt: Attempt, reason: str, status: str | None = None) -> None:
+        """A failed attempt, with (for an executor's hypothesis) an unscored evidence packet and
+        the usage. If those are refused, the failure is recorded without them: a failed attempt
+        is never lost, and its todo never left claimed."""
+        from loopx.work.claims import fail
+
+        attempt.outcome, attempt.reason = "failed", reason[:ERROR_CHARS]
+        if status is None:
+            status = "timeout" if reason.startswith("timed out") else "failed"
+        usage = self._usage(attempt)
+        tiers: list[tuple[str, list[dict[str, Any]]]] = [("usage", usage)] if usage else []
+        view = self.ledger.state()["lanes"]
+        scope = view["profiles"].get(self.report.role, {}).get("write_scope", {})
+        if todo["hypothesis_id"] and PACKET in scope:
+            tiers.insert(0, ("packet", [self._failure_packet(todo, worktree, attempt, status),
+                                        *usage]))
+        tiers.append(("", []))
+        for what, before in tiers:
+            try:
+                attempt.seq = fail(self.ledger, self.creds, todo["todo_id"], todo["epoch"],
+                                   attempt.reason[:REASON_CHARS],
+                                   {"exit_status": attempt.exit_status}, before=before)["seq"]
+                return
+            except StaleLease:
+                raise
+            except LoopxError as exc:
+                if not before:
+                    raise
+                # E.g. another attempt used the hypothesis' last one meanwhile: the packet's
+                # refusal is recorded, and the failure goes in without it.
+                attempt.reason = (f"{attempt.reason}; its {what} was refused: "
+                                  f"{exc.message}")[:ERROR_CHARS]
+
+    def _failure_packet(self, todo: dict[str, Any], worktree: Worktree | None,
+                        attempt: Attempt, status: str) -> dict[str, Any]:
+        """The unscored evidence packet of a failed attempt."""
+        payload: dict[str, Any] = {
+            "hypothesis_id": todo["hypothesis_id"], "status": status,
+            "error": attempt.reason, "wall_seconds": round(attempt.wall_seconds, 3),
+            "cpu_seconds": round(attempt.cpu_seconds, 3)}
+        if attempt.exit_status is not None:
+            payload["exit_status"] = attempt.exit_status
+        doc = {"schema_version": PACKET, "payload": payload}
+        try:
+            return self._fill(doc, worktree)
+        except LoopxError:
+            return doc  # the command removed its worktree: the packet goes without commits
+
+    def _release(self, todo_id: str, epoch: int, reason: str) -> None:
+        from loopx.work.claims import release
+
+        try:
+            release(self.ledger, self.creds, todo_id, epoch, reason[:REASON_CHARS])
+            self.log(f"{todo_id}: released ({reason})")
+            self.report.attempts.append(Attempt(todo_id, epoch, "released", reason))
+        except LoopxError as exc:
+            self.log(f"{todo_id}: could not release: {exc.message}")
+
+
+def run_lane(workspace: Workspace, creds: Credentials, options: RunnerOptions, *,
+             role: str | None = None) -> LaneReport:
+    """Run one lane until the campaign stops, it idles out, or SIGTERM/Ctrl-C."""
+    return LaneRunner(workspace, creds, options, role=role).run()

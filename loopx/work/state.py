@@ -1,0 +1,200 @@
+"""The checked state: role profiles, agents and their grants, todos and leases, plus the
+governance slices folded by :mod:`loopx.governance.state`, the research slices folded by
+:mod:`loopx.research.state` and the narrator's folded by :mod:`loopx.narrator.state`.
+
+This is everything the write checks and should-run read. Updates are copy-on-write (each entry
+is replaced, never mutated in place), so the same code folds the log and checks a batch against
+an overlay of the state without touching it.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import ChainMap
+from typing import Any
+
+from loopx.governance import state as campaign_state
+from loopx.research import state as research_state
+from loopx.work.leases import add_seconds
+from loopx.narrator import state as narrator_state
+
+LaneState = dict[str, Any]
+LANE_SLICES = ("profiles", "agents", "todos", "queues")
+SLICES = (LANE_SLICES + campaign_state.SLICES + research_state.SLICES
+          + narrator_state.SLICES)
+
+
+class LanesReducer:
+    """Folds profiles, grants, revocations, todos, claims and todo events, then the governance
+    records (contract, campaign status, proposals, approvals, usage, findings, decisions), then
+    the research records (hypotheses, packets, judgements, audits, gate results), then the
+    narrator's (previews and publications).
+
+    ``queues`` holds the todos not yet done, per role (or per assignee, ``@agent``), sorted by
+    (-priority, seq): selection takes the first claimable one instead of walking every todo.
+    Queues are replaced, never edited in place, so overlays stay cheap and correct.
+    """
+
+    name = "lanes"
+    version = 7
+
+    def initial(self) -> LaneState:
+        state: LaneState = {name: {} for name in SLICES}
+        state["campaign"] = campaign_state.initial_campaign()
+        return state
+
+    def apply(self, state: LaneState, record: dict[str, Any]) -> None:
+        apply_record(state, record)
+
+
+def overlay(state: LaneState) -> LaneState:
+    """A view that records updates in front of ``state`` and leaves ``state`` unchanged."""
+    return {name: ChainMap({}, state[name]) for name in SLICES}
+
+
+def fast_get(mapping: Any) -> Any:
+    """A lookup function for a slice or an overlay of it (ChainMap lookups are slow)."""
+    if not isinstance(mapping, ChainMap):
+        return mapping.__getitem__
+    front, base = mapping.maps[0], mapping.maps[1]
+
+    def get(key: str) -> Any:
+        value = front.get(key)
+        return base[key] if value is None else value
+
+    return get
+
+
+def queue_name(todo: dict[str, Any]) -> str:
+    """The queue a todo waits in: ``@agent`` when assigned, else its role."""
+    return f"@{todo['assigned_to']}" if todo["assigned_to"] is not None else str(todo["role"])
+
+
+def _enqueue(state: LaneState, todo_id: str, todo: dict[str, Any]) -> None:
+    name = queue_name(todo)
+    queue = list(state["queues"].get(name, []))
+    bisect.insort(queue, [-todo["priority"], todo["seq"], todo_id])
+    state["queues"][name] = queue
+
+
+def _dequeue(state: LaneState, todo_id: str, todo: dict[str, Any]) -> None:
+    name = queue_name(todo)
+    queue = state["queues"].get(name, [])
+    entry = [-todo["priority"], todo["seq"], todo_id]
+    at = bisect.bisect_left(queue, entry)
+    if at < len(queue) and queue[at] == entry:
+        state["queues"][name] = queue[:at] + queue[at + 1:]
+
+
+def effective(todo: dict[str, Any], profiles: Any, field: str) -> Any:
+    """A todo's own lease TTL or max attempts, else its role profile's."""
+    own = todo.get(field)
+    if own is not None:
+        return own
+    profile = profiles.get(todo["role"]) or {}
+    return profile.get(field, {"lease_ttl_seconds": 300.0, "max_attempts": 3}[field])
+
+
+def apply_record(state: LaneState, record: dict[str, Any]) -> None:
+    """Fold one record into the lanes slice (or an overlay of it)."""
+    handler = _HANDLERS.get(record["schema_version"])
+    if handler is not None:
+        handler(state, record, record["payload"])
+    campaign_state.apply_campaign(state, record)
+    research_state.apply_research(state, record)
+    narrator_state.apply_narrator(state, record)
+
+
+def _profile(state: LaneState, record: dict[str, Any], p: dict[str, Any]) -> None:
+    state["profiles"][p["role"]] = {**p, "seq": record["seq"]}
+
+
+def _grant(state: LaneState, record: dict[str, Any], p: dict[str, Any]) -> None:
+    old = state["agents"].get(p["agent_id"])
+    state["agents"][p["agent_id"]] = {
+        "role": p["role"], "grant_id": record["record_id"], "token_sha256": p["token_sha256"],
+        "quota": p.get("claim_quota"), "revoked": False, "granted_seq": record["seq"],
+        "claims": old["claims"] if old else 0, "holding": [],
+    }
+
+
+def _revoke(state: LaneState, record: dict[str, Any], p: dict[str, Any]) -> None:
+    agent = state["agents"][p["agent_id"]]
+    state["agents"][p["agent_id"]] = {**agent, "revoked": True, "revoked_seq": record["seq"]}
+
+
+def _todo(state: LaneState, record: dict[str, Any], p: dict[str, Any]) -> None:
+    todos = state["todos"]
+    todo_id = p["todo_id"]
+    todos[todo_id] = {
+        "title": p["title"], "role": p["role"], "action_kind": p["action_kind"],
+        "assigned_to": p.get("assigned_to"), "blocked_by": list(p.get("blocked_by", [])),
+        "unblocks": p.get("unblocks_todo_id"), "hypothesis_id": p.get("hypothesis_id"),
+        "priority": p.get("priority", 0), "lease_ttl_seconds": p.get("lease_ttl_seconds"),
+        "max_attempts": p.get("max_attempts"), "rule": p.get("successor_rule_id"),
+        "cost": p.get("estimated_cost") or None,
+        "source": p.get("source_todo_id"), "seq": record["seq"], "added_by": record["agent_id"],
+        "status": "open", "holder": None, "epoch": 0, "expires": None, "claims": 0,
+        "failures": 0, "ttl": None,
+    }
+    _enqueue(state, todo_id, todos[todo_id])
+    target = p.get("unblocks_todo_id")
+    if target is not None and target in todos:
+        blocked = todos[target]
+        todos[target] = {**blocked, "blocked_by": [*blocked["blocked_by"], todo_id]}
+
+
+def _claim(state: LaneState, record: dict[str, Any], p: dict[str, Any]) -> None:
+    todo_id, agent_id = record["todo_id"], record["agent_id"]
+    todo = state["todos"][todo_id]
+    ttl = p["lease_ttl_seconds"]
+    state["todos"][todo_id] = {
+        **todo, "status": "claimed", "holder": agent_id, "epoch": record["epoch"],
+        "expires": add_seconds(record["ts"], ttl), "ttl": ttl, "claims": todo["claims"] + 1,
+        "claimed_ts": record["ts"], "via": p.get("via", "should_run"),
+    }
+    agent = state["agents"][agent_id]
+    state["agents"][agent_id] = {**agent, "claims": agent["claims"] + 1,
+                                 "holding": [*agent["holding"], todo_id]}
+
+
+def _event(state: LaneState, record: dict[str, Any], p: dict[str, Any]) -> None:
+    todos, agents = state["todos"], state["agents"]
+    todo_id = record["todo_id"]
+    todo = todos[todo_id]
+    event = p["event"]
+    if event == "heartbeat":
+        ttl = p.get("lease_ttl_seconds") or todo["ttl"]
+        todos[todo_id] = {**todo, "expires": add_seconds(record["ts"], ttl), "ttl": ttl}
+        return
+    holder = todo["holder"]
+    update: dict[str, Any] = {"holder": None, "expires": None, "last_event": event,
+                              "last_holder": holder}
+    if event == "released":
+        update["status"] = "open"
+    elif event == "completed":
+        update["status"] = "completed"
+        update["done_seq"] = record["seq"]
+    else:  # failed, expired: the attempt counts against max_attempts
+        failures = todo["failures"] + 1
+        update["failures"] = failures
+        spent = failures >= effective(todo, state["profiles"], "max_attempts")
+        update["status"] = "failed" if spent else "open"
+        if spent:
+            update["done_seq"] = record["seq"]
+    todos[todo_id] = {**todo, **update}
+    if update["status"] in ("completed", "failed"):
+        _dequeue(state, todo_id, todo)
+    if holder is not None and holder in agents:
+        agent = agents[holder]
+        agents[holder] = {**agent, "holding": [t for t in agent["holding"] if t != todo_id]}
+
+
+_HANDLERS = {
+    "lane_profile_v0": _profile,
+    "agent_grant_v0": _grant,
+    "agent_revocation_v0": _revoke,
+    "todo_item_v0": _todo,
+    "auto_research_lane_claim_v1": _claim,
+    "todo_event_v0": _event,
+}
