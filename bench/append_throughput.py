@@ -103,8 +103,8 @@ def worker(conn, barrier, detail_bytes: int) -> None:
 
 def run_job(job: tuple, barrier, template: dict) -> tuple[float, float, float]:
     """One timed run in a worker; returns (monotonic start, monotonic end, median latency)."""
-    from loopx.kernel.ledger import Ledger
     from loopx.kernel.kinds import new_record_id
+    from loopx.kernel.ledger import Ledger
     from loopx.kernel.store.base import encode
     from loopx.kernel.store.file import FileStore
 

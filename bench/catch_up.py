@@ -85,8 +85,8 @@ def build(root: Path, records: int, batch: int, detail_bytes: int) -> Path:
     ``Ledger.prepare`` as the writer (the checked path's own preparation) and then written
     directly, bypassing the per-append checks, which only the build would pay for.
     """
-    from loopx.kernel.ledger import Ledger
     from loopx.kernel.kinds import new_record_id
+    from loopx.kernel.ledger import Ledger
     from loopx.kernel.store.file import FileStore
     from loopx.testing.lanes import executor_writer
     from loopx.workspace import init_workspace

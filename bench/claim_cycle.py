@@ -62,7 +62,8 @@ def worker(conn: Any, barrier: Any, sides: list[str]) -> None:
     """Import what the selected sides need, then run ('run', side, ...) jobs until 'stop'."""
     try:
         if "loopx" in sides:
-            import loopx.work.agents, loopx.kernel.checks, loopx.work.claims, loopx.workspace  # noqa: E401,F401
+            import loopx.kernel.checks
+            import loopx.work.agents  # noqa: E401,F401
         if "optuna" in sides:
             import optuna
             optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -198,8 +199,8 @@ class Pool:
 
 def run_loopx(pool: Pool, run_dir: Path, procs: int, cycles: int) -> tuple[float, float]:
     """One loopx run; returns (cycles/s, bytes per record in the log)."""
-    from loopx.work.agents import register_agent
     from loopx.kernel.checks import Credentials
+    from loopx.work.agents import register_agent
     from loopx.work.todos import add_todos
     from loopx.workspace import init_workspace
 

@@ -43,10 +43,10 @@ AGENTS = 4
 
 def build(root: Path, records: int) -> Path:
     """A workspace whose log holds about ``records`` records; returns its root."""
-    from loopx.work.agents import register_agent
     from loopx.kernel.checks import Credentials
-    from loopx.work.claims import complete, should_run
     from loopx.testing.lanes import executor_writer
+    from loopx.work.agents import register_agent
+    from loopx.work.claims import complete, should_run
     from loopx.work.todos import add_todos
     from loopx.workspace import init_workspace
 

@@ -70,10 +70,10 @@ class Built:
 def research(loop: Any, rng: random.Random, hid: str, n: int, proposed: list[dict[str, Any]],
              counts: dict[str, int]) -> bool:
     """Take one hypothesis as far as its evidence goes; True if it has a scored dev packet."""
-    from loopx.work.claims import fail
-    from loopx.research.decisions import decide
     from loopx.kernel.errors import LoopxError
+    from loopx.research.decisions import decide
     from loopx.research.projections import row
+    from loopx.work.claims import fail
 
     mechanism = rng.choice(MECHANISMS)
     content: dict[str, Any] = {"mechanism": mechanism, "parameters": {"n": n},
@@ -228,8 +228,8 @@ def main() -> None:
     hypotheses = args.hypotheses if args.hypotheses is not None else max(args.records // 50, 10)
 
     from loopx.kernel.ledger import Ledger
-    from loopx.research.operations import judge
     from loopx.kernel.store.file import FileStore
+    from loopx.research.operations import judge
 
     root = Path(tempfile.mkdtemp(prefix="loopx-bench-proj-", dir=args.dir))
     try:

@@ -51,18 +51,18 @@ import time
 from collections import Counter
 from typing import Any
 
-from loopx.kernel.checks import Credentials
-from loopx.work.claims import complete, release, should_run
 from loopx.governance.contract import amend_contract
-from loopx.research.decisions import decide
+from loopx.kernel.checks import Credentials
 from loopx.kernel.errors import Refused, ResearchRefused
-from loopx.research.evidence import judgement_payload
 from loopx.kernel.ledger import Ledger
-from loopx.research.projections import row
-from loopx.research.operations import append_packet
-from loopx.research.stats import judge as welch
 from loopx.kernel.store import MemoryStore
+from loopx.research.decisions import decide
+from loopx.research.evidence import judgement_payload
+from loopx.research.operations import append_packet
+from loopx.research.projections import row
+from loopx.research.stats import judge as welch
 from loopx.testing.research import ResearchLoop
+from loopx.work.claims import complete, release, should_run
 from loopx.work.todos import add_todos
 from loopx.workspace import bootstrap_log
 

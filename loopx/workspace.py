@@ -18,13 +18,18 @@ from typing import Any
 
 from loopx import __version__
 from loopx.kernel.checks import Credentials, Identity
-from loopx.kernel.errors import FieldProblem, RecordRejected, StorageError, WorkspaceError
-from loopx.work.state import LaneState
+from loopx.kernel.errors import (
+    FieldProblem,
+    RecordRejected,
+    StorageError,
+    WorkspaceError,
+)
 from loopx.kernel.ledger import Ledger
-from loopx.work.profiles import packaged_profiles, parse_profile
 from loopx.kernel.store.file import FileStore
 from loopx.kernel.store.fs import fsync_dir
 from loopx.kernel.tokens import new_token, token_digest
+from loopx.work.profiles import packaged_profiles, parse_profile
+from loopx.work.state import LaneState
 
 WORKSPACE_DIR = ".loopx"
 FORMAT_VERSION = 1

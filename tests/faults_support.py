@@ -21,8 +21,8 @@ from typing import Any
 
 from loopx.kernel.canonical import sha256_hex
 from loopx.kernel.store import FileStore
-from loopx.kernel.store.lines import segment_name
 from loopx.kernel.store.fs import FAULT_ENV
+from loopx.kernel.store.lines import segment_name
 from loopx.kernel.store.quarantine import quarantine_name
 
 LOOPX = [sys.executable, "-m", "loopx.cli"]

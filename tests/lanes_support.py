@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from loopx.work.agents import register_agent
 from loopx.kernel.canonical import format_ts
 from loopx.kernel.checks import Credentials
 from loopx.kernel.ledger import Ledger
 from loopx.kernel.store import MemoryStore
+from loopx.work.agents import register_agent
 from loopx.work.todos import add_todos
 from loopx.workspace import bootstrap_log
 

@@ -12,13 +12,13 @@ from typing import Any
 
 from lanes_support import Campaign, campaign
 
-from loopx.work.agents import register_agent
-from loopx.kernel.checks import Credentials
 from loopx.governance.contract import amend_contract
+from loopx.governance.findings import add_finding
+from loopx.kernel.checks import Credentials
 from loopx.research.decisions import decide
 from loopx.research.evidence import judgement_payload
-from loopx.governance.findings import add_finding
 from loopx.testing.research import CONTRACT, ResearchLoop
+from loopx.work.agents import register_agent
 
 DEV_GOOD = [0.93, 0.94, 0.95]
 HELDOUT_GOOD = [0.92, 0.93, 0.94]

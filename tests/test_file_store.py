@@ -11,10 +11,10 @@ from loopx.kernel.canonical import dumps, sha256_hex
 from loopx.kernel.errors import IntegrityError, NotFound, RecordRejected
 from loopx.kernel.store import FileStore
 from loopx.kernel.store.lines import segment_name
-from loopx.testing.lanes import executor_writer
-from loopx.testing.store_conformance import unsealed
 from loopx.kernel.verify import VerifyReport
 from loopx.kernel.verify import verify_store as verify_workspace
+from loopx.testing.lanes import executor_writer
+from loopx.testing.store_conformance import unsealed
 from loopx.workspace import init_workspace
 
 

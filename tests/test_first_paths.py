@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from loopx.kernel.checks import Credentials
 from loopx.cli import cli
+from loopx.kernel.checks import Credentials
 from loopx.kernel.errors import RecordRejected
 from loopx.work.todos import add_todos
 from loopx.workspace import find_workspace

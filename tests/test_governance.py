@@ -17,16 +17,16 @@ from loopx.governance.actions import (
     verdict,
 )
 from loopx.governance.campaign import evaluate, status, transition
-from loopx.kernel.checks import Credentials
-from loopx.work.claims import claim, should_run
 from loopx.governance.contract import amend_contract, contract_version, init_contract
-from loopx.research.decisions import decide
-from loopx.kernel.errors import Forbidden, RecordRejected, Refused, Unauthorized
 from loopx.governance.findings import add_finding, finding_groups
+from loopx.governance.usage import add_usage
+from loopx.kernel.checks import Credentials
+from loopx.kernel.errors import Forbidden, RecordRejected, Refused, Unauthorized
+from loopx.kernel.verify import verify_store
+from loopx.research.decisions import decide
 from loopx.research.projections import row
 from loopx.testing.research import ResearchLoop
-from loopx.governance.usage import add_usage
-from loopx.kernel.verify import verify_store
+from loopx.work.claims import claim, should_run
 
 CONTRACT: dict[str, Any] = {
     "contract_id": "digits",

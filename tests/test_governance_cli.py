@@ -16,12 +16,12 @@ import pytest
 from helpers import head_seq as head
 from helpers import run_loopx as loopx
 
-from loopx.work.agents import register_agent
-from loopx.kernel.checks import Credentials
 from loopx.governance.contract import init_contract
+from loopx.kernel.checks import Credentials
 from loopx.kernel.ledger import Ledger
-from loopx.tools import ToolContext, call
 from loopx.kernel.verify import verify_store
+from loopx.tools import ToolContext, call
+from loopx.work.agents import register_agent
 from loopx.workspace import find_workspace, init_workspace
 
 WORKER = Path(__file__).resolve().parent / "workers" / "governance_worker.py"

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
+from loopx.governance.records import ResearchContractV0
 from loopx.governance.rules import (
     STATES,
     approval_required,
     tool_eligible,
     transition_allowed,
 )
-from loopx.governance.records import ResearchContractV0
 from loopx.governance.stopping import initial_iterations, next_iteration, stop_reasons
 
 BASE: dict[str, Any] = {

@@ -15,20 +15,20 @@ import pytest
 from helpers import head_seq, run_loopx
 from lanes_support import campaign
 
-from loopx.work.agents import register_agent
-from loopx.kernel.checks import Credentials
-from loopx.work.claims import complete, should_run
 from loopx.governance.contract import amend_contract
+from loopx.kernel.checks import Credentials
+from loopx.kernel.errors import Refused, ResearchRefused
+from loopx.kernel.verify import verify_store
 from loopx.research.control import apply_control, benjamini_hochberg, gamma, threshold
 from loopx.research.decisions import decide
-from loopx.kernel.errors import Refused, ResearchRefused
 from loopx.research.evidence import judgement_payload
-from loopx.research.projections import candidates, frontier, promotion_blockers, row
 from loopx.research.operations import append_packet, propose_hypothesis
+from loopx.research.projections import candidates, frontier, promotion_blockers, row
 from loopx.research.stats import judge as welch
 from loopx.testing.research import CONTRACT, ResearchLoop
+from loopx.work.agents import register_agent
+from loopx.work.claims import complete, should_run
 from loopx.work.todos import add_todos
-from loopx.kernel.verify import verify_store
 from loopx.workspace import init_workspace
 
 GOOD = [0.95, 0.96, 0.97]

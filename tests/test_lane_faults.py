@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from helpers import run_loopx
 
-from loopx.work.agents import register_agent
 from loopx.governance.campaign import evaluate, transition
+from loopx.governance.usage import add_usage
 from loopx.kernel.checks import Credentials
 from loopx.testing.research import CONTRACT, ResearchLoop
+from loopx.work.agents import register_agent
 from loopx.work.todos import add_todos
-from loopx.governance.usage import add_usage
 from loopx.workspace import find_workspace, init_workspace
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",

@@ -9,7 +9,12 @@ from typing import Any
 import pytest
 
 from loopx.kernel.errors import UsageProblem
-from loopx.runner.prompt import SHOULD_RUN, lane_prompt, packaged_profile, recorded_profile
+from loopx.runner.prompt import (
+    SHOULD_RUN,
+    lane_prompt,
+    packaged_profile,
+    recorded_profile,
+)
 from loopx.work.profiles import packaged_profiles
 from loopx.workspace import (
     AGENTS_BEGIN,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from lanes_support import Campaign, campaign
 
-from loopx.work.claims import claim, complete, fail, heartbeat, release, should_run
 from loopx.kernel.errors import NotFound, Refused, StaleLease, Unauthorized
-from loopx.work.todos import todo_row
 from loopx.kernel.verify import verify_store
+from loopx.work.claims import claim, complete, fail, heartbeat, release, should_run
+from loopx.work.todos import todo_row
 
 
 @pytest.fixture

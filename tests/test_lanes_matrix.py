@@ -8,14 +8,14 @@ import pytest
 from lanes_support import Campaign, campaign
 
 from loopx.kernel.checks import Credentials
-from loopx.work.claims import should_run
 from loopx.kernel.errors import Forbidden, RecordRejected, Unauthorized
-from loopx.research.evidence import judgement_payload
-from loopx.work.profiles import packaged_profiles, parse_profile
-from loopx.research.projections import row
-from loopx.work.scope import KIND_ACTIONS, OWNER_ROLE, role_scope
-from loopx.testing.research import ResearchLoop
 from loopx.kernel.verify import verify_store
+from loopx.research.evidence import judgement_payload
+from loopx.research.projections import row
+from loopx.testing.research import ResearchLoop
+from loopx.work.claims import should_run
+from loopx.work.profiles import packaged_profiles, parse_profile
+from loopx.work.scope import KIND_ACTIONS, OWNER_ROLE, role_scope
 
 PROFILES = {p["role"]: p for p in (parse_profile(n, d) for n, d in packaged_profiles().items())}
 ROLES = sorted(PROFILES) + [OWNER_ROLE]

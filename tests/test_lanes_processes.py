@@ -11,11 +11,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from loopx.work.agents import register_agent
 from loopx.kernel.checks import Credentials
+from loopx.kernel.verify import verify_store
+from loopx.work.agents import register_agent
 from loopx.work.claims import heartbeat
 from loopx.work.todos import add_todos
-from loopx.kernel.verify import verify_store
 from loopx.workspace import find_workspace, init_workspace
 
 WORKER = Path(__file__).resolve().parent / "workers" / "claim_worker.py"

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from lanes_support import Campaign, campaign
 
-from loopx.work.claims import should_run
 from loopx.kernel.kinds import new_record_id
 from loopx.kernel.verify import verify_store
+from loopx.work.claims import should_run
 
 
 def forge(c: Campaign, **fields: Any) -> None:

@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
+from loopx.domains import FOLD_VERSION
 from loopx.kernel.checkpoint import load_checkpoint, save_checkpoint
 from loopx.kernel.checks import Credentials
 from loopx.kernel.errors import ConflictError, WorkspaceError
 from loopx.kernel.fold import KernelReducer, State, advance, fold_version
-from loopx.work.state import LanesReducer
 from loopx.kernel.ledger import Ledger
 from loopx.kernel.store import FileStore, MemoryStore
-from loopx.testing.lanes import Writer, executor_writer
 from loopx.kernel.tokens import new_token
+from loopx.testing.lanes import Writer, executor_writer
 from loopx.workspace import init_workspace
 
 # init writes the genesis record and 5 role profiles (seq 1-6); the writer's grant, its todo and
@@ -127,7 +127,7 @@ def test_checkpoint_is_plain_json_with_fold_version(tmp_path: Path) -> None:
     save_checkpoint(path, state, fold_version())
     data = json.loads(path.read_text())
     assert data["fold_version"] == fold_version() == (
-        f"kernel:{KernelReducer.version},lanes:{LanesReducer.version}")
+        f"kernel:{KernelReducer.version},lanes:{FOLD_VERSION}")
     loaded, status = load_checkpoint(path, store, fold_version())
     assert status == "checkpoint used" and loaded is not None
     assert loaded.parts == state.parts and loaded.cursor == state.cursor

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from loopx.governance.actions import decide_approval
-from loopx.work.agents import register_agent
 from loopx.kernel.checks import Credentials
 from loopx.testing.research import CONTRACT, ResearchLoop
+from loopx.work.agents import register_agent
 from loopx.work.todos import add_todos
 from loopx.workspace import find_workspace, init_workspace
 

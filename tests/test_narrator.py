@@ -23,12 +23,12 @@ from narrator_support import (
 
 from loopx.governance.actions import decide_approval
 from loopx.governance.contract import amend_contract
-from loopx.research.decisions import decide
 from loopx.kernel.errors import Refused
+from loopx.kernel.verify import Anchor, verify_store
 from loopx.narrator.first_screen import NEUTRAL, screen_sha256
 from loopx.narrator.publish import preview, publish, render
 from loopx.narrator.story import number
-from loopx.kernel.verify import Anchor, verify_store
+from loopx.research.decisions import decide
 
 
 @pytest.fixture(scope="module")

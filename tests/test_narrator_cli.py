@@ -17,10 +17,10 @@ import pytest
 from helpers import head_seq as head
 from helpers import run_loopx as loopx
 
-from loopx.work.agents import register_agent
 from loopx.kernel.checks import Credentials
 from loopx.research.decisions import decide
 from loopx.testing.research import CONTRACT, ResearchLoop
+from loopx.work.agents import register_agent
 from loopx.workspace import find_workspace, init_workspace
 
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"

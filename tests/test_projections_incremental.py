@@ -19,16 +19,16 @@ from loopx.governance.actions import decide_approval
 from loopx.kernel.canonical import dumps
 from loopx.kernel.checkpoint import save_checkpoint
 from loopx.kernel.checks import Credentials
-from loopx.work.claims import fail
-from loopx.research.decisions import decide
 from loopx.kernel.errors import LoopxError
 from loopx.kernel.fold import State
-from loopx.research.graph import graph_json
 from loopx.kernel.ledger import Ledger
-from loopx.research.projections import RETIRE_REASONS, candidates, frontier
+from loopx.research.decisions import decide
+from loopx.research.graph import graph_json
 from loopx.research.operations import audit_novelty
+from loopx.research.projections import RETIRE_REASONS, candidates, frontier
 from loopx.research.state import SLICES
 from loopx.testing.research import CONTRACT, ResearchLoop
+from loopx.work.claims import fail
 from loopx.workspace import Workspace, init_workspace
 
 # Small, so every example saves checkpoints between operations and a resumed ledger folds a

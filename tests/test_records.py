@@ -10,17 +10,23 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loopx.work.agents import register_agent
 from loopx.kernel.checks import Credentials
-from loopx.work.claims import should_run
-from loopx.kernel.errors import Forbidden, RecordRejected, Refused, StaleLease, Unauthorized
-from loopx.research.evidence import judgement_payload
-from loopx.kernel.ledger import Ledger
-from loopx.narrator.first_screen import NEUTRAL, screen_sha256
-from loopx.research.projections import row
+from loopx.kernel.errors import (
+    Forbidden,
+    RecordRejected,
+    Refused,
+    StaleLease,
+    Unauthorized,
+)
 from loopx.kernel.kinds import KINDS, kind_names
+from loopx.kernel.ledger import Ledger
 from loopx.kernel.store import MemoryStore
+from loopx.narrator.first_screen import NEUTRAL, screen_sha256
+from loopx.research.evidence import judgement_payload
+from loopx.research.projections import row
 from loopx.testing.lanes import LONG_LEASE, executor_writer
+from loopx.work.agents import register_agent
+from loopx.work.claims import should_run
 from loopx.work.todos import add_todos
 from loopx.workspace import bootstrap_log
 

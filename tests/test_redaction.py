@@ -17,17 +17,17 @@ import pytest
 from narrator_support import EVALUATED_COMMIT, Fixed, fixed_campaign
 
 from loopx.governance.actions import decide_approval
-from loopx.kernel.checks import Credentials
-from loopx.work.claims import should_run
-from loopx.research.decisions import decide
-from loopx.kernel.errors import RecordRejected, RedactionBlocked
 from loopx.governance.findings import add_finding
+from loopx.kernel.checks import Credentials
+from loopx.kernel.errors import RecordRejected, RedactionBlocked
 from loopx.narrator import redaction
 from loopx.narrator.first_screen import screen_sha256
 from loopx.narrator.publish import preview, publish, render
 from loopx.narrator.story import Story, _Reader, build
+from loopx.research.decisions import decide
 from loopx.research.operations import propose_hypothesis
 from loopx.testing.research import CONTRACT, ResearchLoop
+from loopx.work.claims import should_run
 from loopx.work.todos import add_todos
 
 AWS = "AKIAIOSFODNN7EXAMPLE"

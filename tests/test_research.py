@@ -14,16 +14,22 @@ from lanes_support import campaign
 
 from loopx.governance.actions import decide_approval, pending_approvals
 from loopx.kernel.canonical import dumps
-from loopx.work.claims import should_run
-from loopx.research.decisions import decide
 from loopx.kernel.errors import Forbidden, LoopxError, Refused, ResearchRefused
+from loopx.kernel.verify import verify_store
+from loopx.research.decisions import decide
 from loopx.research.evidence import judgement_payload
 from loopx.research.graph import graph_json
+from loopx.research.operations import (
+    append_packet,
+    audit_novelty,
+    check_gate,
+    judge,
+    propose_hypothesis,
+)
 from loopx.research.projections import candidates, frontier, row
-from loopx.research.operations import append_packet, audit_novelty, check_gate, judge, propose_hypothesis
 from loopx.testing.research import CONTRACT, ResearchLoop
+from loopx.work.claims import should_run
 from loopx.work.todos import add_todos
-from loopx.kernel.verify import verify_store
 
 GOOD = [0.95, 0.96, 0.97]
 HELDOUT = [0.93, 0.94, 0.95]

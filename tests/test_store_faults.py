@@ -30,10 +30,10 @@ from faults_support import (
     verify_ok,
 )
 
-from loopx.work.agents import register_agent
 from loopx.kernel.checks import Credentials
 from loopx.kernel.errors import LoopxError, StorageError
 from loopx.kernel.store.fs import FAULT_ENV
+from loopx.work.agents import register_agent
 from loopx.workspace import Workspace, init_workspace
 
 NOBODY = 65534
@@ -362,7 +362,7 @@ def test_a_checkpoint_that_cannot_be_written_leaves_no_temp_file(tmp_path: Path,
     import errno as errno_codes
 
     from loopx.kernel.checkpoint import save_checkpoint
-    from loopx.kernel.fold import REDUCERS, State, fold_version
+    from loopx.kernel.fold import State, fold_version
 
     def full(fd: int) -> None:
         raise OSError(errno_codes.ENOSPC, "No space left on device")
@@ -370,5 +370,5 @@ def test_a_checkpoint_that_cannot_be_written_leaves_no_temp_file(tmp_path: Path,
     monkeypatch.setattr("loopx.kernel.checkpoint.os.fsync", full)
     target = tmp_path / "checkpoints" / "state.json"
     with pytest.raises(OSError):
-        save_checkpoint(target, State.initial(REDUCERS), fold_version())
+        save_checkpoint(target, State.initial(), fold_version())
     assert list(target.parent.iterdir()) == []

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from loopx.governance.tool_risks import RISK_CLASSES
 from loopx.kernel.checks import Credentials
 from loopx.kernel.errors import RecordRejected, UsageProblem
 from loopx.tools import ToolContext, all_tools, call
-from loopx.tools.registry import RISK_CLASSES, params_of
+from loopx.tools.registry import params_of
 from loopx.workspace import init_workspace
 
 LANE_TOOLS = {"agent.register", "agent.list", "agent.revoke", "todo.add", "todo.list",
@@ -23,6 +24,15 @@ def test_every_lane_operation_is_a_registered_tool_with_a_risk_class() -> None:
         assert tool.risk in RISK_CLASSES and tool.summary and tool.summary != tool.name
         assert (tool.risk == "read") == tool.read_only
     assert all_tools()["agent.revoke"].risk == "destructive"
+
+
+def test_the_governance_catalogue_names_exactly_the_registered_tools() -> None:
+    # The contract judges `loopx.<tool>` proposals from the catalogue, without the adapters:
+    # a stale entry would admit a tool that does not exist, a missing one cannot register.
+    from loopx.governance.tool_risks import TOOL_RISKS
+
+    assert set(TOOL_RISKS) == set(all_tools())
+    assert all(TOOL_RISKS[name] == tool.risk for name, tool in all_tools().items())
 
 
 def test_dict_arguments_are_checked_and_read_tools_write_nothing(tmp_path: Path) -> None:

@@ -13,8 +13,8 @@ from faults_support import leave_torn_tail, records, register, repairs
 from loopx.cli import cli
 from loopx.kernel.ledger import Ledger
 from loopx.kernel.store import FileStore
-from loopx.testing.lanes import executor_writer
 from loopx.kernel.verify import Anchor, verify_store
+from loopx.testing.lanes import executor_writer
 from loopx.workspace import init_workspace
 
 Lines = list[bytes]

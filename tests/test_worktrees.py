@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from loopx.runner import worktrees
 from loopx.kernel.errors import Refused, WorkspaceError
+from loopx.runner import worktrees
 from loopx.runner.worktrees import Worktree
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not on PATH")

@@ -90,7 +90,11 @@ def contract_init(ctx: click.Context, source: Path | None, prompt: str | None, n
                   settings: tuple[str, ...], contract_id: str | None, dry_run: bool,
                   agent_id: str | None, token_file: Path | None, as_json: bool) -> None:
     """Write the contract's first version (curator token): from --file, or a prompt plus flags."""
-    from loopx.governance.contract import apply_settings, objective_from_prompt, scope_settings
+    from loopx.governance.contract import (
+        apply_settings,
+        objective_from_prompt,
+        scope_settings,
+    )
     from loopx.tools.governance import ContractInit
 
     if source is not None:

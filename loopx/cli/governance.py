@@ -20,8 +20,8 @@ from loopx.cli.app import (
     run_tool,
     token_file_option,
 )
-from loopx.kernel.errors import UsageProblem
 from loopx.governance.resources import RESOURCES
+from loopx.kernel.errors import UsageProblem
 
 NOT_PERMITTED = 9  # `loopx can-execute`: the proposal may not execute (not an error)
 

@@ -6,7 +6,13 @@ from pathlib import Path
 
 import click
 
-from loopx.cli.app import agent_option, cli, credentials, token_file_option, workspace_of
+from loopx.cli.app import (
+    agent_option,
+    cli,
+    credentials,
+    token_file_option,
+    workspace_of,
+)
 from loopx.kernel.errors import UsageProblem
 
 

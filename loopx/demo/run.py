@@ -101,9 +101,9 @@ def has_git() -> bool:
 
 def setup(options: DemoOptions) -> tuple[Path, dict[str, tuple[str, Path]]]:
     """The workspace, its git repository and the agents: {agent id: (role, token file)}."""
-    from loopx.work.agents import register_agent
-    from loopx.kernel.checks import Credentials
     from loopx.demo.problem import project_files
+    from loopx.kernel.checks import Credentials
+    from loopx.work.agents import register_agent
     from loopx.work.profiles import packaged_profiles, parse_profile
     from loopx.work.todos import add_todos
     from loopx.workspace import init_workspace, record_profiles

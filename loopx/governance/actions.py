@@ -9,8 +9,6 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from loopx.governance.state import approval_subjects, current_contract
-from loopx.kernel.errors import NotFound, Refused, UsageProblem
 from loopx.governance.rules import (
     approval_required,
     awaits_owner,
@@ -20,12 +18,14 @@ from loopx.governance.rules import (
     tool_eligible,
     unknown_tool,
 )
+from loopx.governance.state import approval_subjects, current_contract
+from loopx.kernel.errors import NotFound, Refused, UsageProblem
 
 if TYPE_CHECKING:
     from loopx.kernel.checks import Credentials, Identity
-    from loopx.work.state import LaneState
     from loopx.kernel.ledger import Ledger
     from loopx.kernel.store.base import Record
+    from loopx.work.state import LaneState
 
 
 def new_id(prefix: str) -> str:

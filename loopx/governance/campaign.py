@@ -9,18 +9,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from loopx.governance.actions import pending_approvals
-from loopx.governance.state import TERMINAL, current_contract
-from loopx.kernel.errors import Refused
-from loopx.governance.rules import TRANSITIONS, awaiting
 from loopx.governance.checks import policy_reasons, stop_payload
-from loopx.research.plan import plan_version
+from loopx.governance.rules import TRANSITIONS, awaiting
+from loopx.governance.state import TERMINAL, current_contract
 from loopx.governance.stopping import budget_rows
+from loopx.kernel.errors import Refused
+from loopx.research.plan import plan_version
 
 if TYPE_CHECKING:
     from loopx.kernel.checks import Credentials, Identity
-    from loopx.work.state import LaneState
     from loopx.kernel.ledger import Ledger
     from loopx.kernel.store.base import Record
+    from loopx.work.state import LaneState
 
 
 def status(view: LaneState) -> dict[str, Any]:

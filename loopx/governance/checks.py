@@ -1,8 +1,9 @@
 """Write checks for governance records: contract versions, campaign transitions, proposals,
-approvals, action results, findings and decisions, and the stop transition a decision's batch
+approvals, action results and findings, the campaign's own rules on claims, and the stop transition a decision's batch
 must carry when the stop policy fires.
 
-Called from :func:`loopx.kernel.checks.check_batch` under the store lock (and by ``loopx verify``),
+Registered in :mod:`loopx.governance.domain` and called from
+:func:`loopx.kernel.checks.check_batch` under the store lock (and by ``loopx verify``),
 against an overlay of the checked state.
 """
 
@@ -11,11 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from loopx.governance.state import TERMINAL, approval_subjects, current_contract
-from loopx.kernel.errors import Refused, ResearchRefused
 from loopx.governance.rules import (
     TRANSITIONS,
-    Block,
     action_phrase,
     approval_required,
     campaign_block,
@@ -25,8 +23,10 @@ from loopx.governance.rules import (
     transition_allowed,
     unknown_tool,
 )
-from loopx.research.plan import current_plan
+from loopx.governance.state import TERMINAL, approval_subjects, current_contract
 from loopx.governance.stopping import stop_reasons
+from loopx.kernel.errors import Refused
+from loopx.work.extensions import Block, PassOver
 
 if TYPE_CHECKING:
     from loopx.kernel.checks import Identity
@@ -61,15 +61,6 @@ def _check_contract(view: View, who: Identity, record: Record) -> None:
         raise Refused("the amendment changes nothing")
     if sorted(p["amendment"]["changed"]) != changed:
         raise Refused(f"amendment.changed must list exactly what changed: {', '.join(changed)}")
-    plan = current_plan(view)
-    measured = None if plan is None else plan["plan"]["metric.baseline_hypothesis"]
-    if (plan is not None and plan["frozen_seq"] is not None and measured is not None
-            and p["metric"].get("baseline_hypothesis") is None):
-        raise ResearchRefused(
-            "measured_baseline", f"the plan measures its baseline ({measured!r}) and evidence "
-            f"has been recorded under it since seq {plan['frozen_seq']}: an amendment may name "
-            "another measured baseline, never replace it with an assumed number",
-            hint="set metric.baseline_hypothesis to a hypothesis the executors will measure")
 
 
 def _check_transition(view: View, who: Identity, record: Record) -> None:
@@ -215,17 +206,6 @@ def _check_finding(view: View, who: Identity, record: Record) -> None:
                       "current finding")
 
 
-def _check_decision(view: View, who: Identity, record: Record) -> None:
-    p = record["payload"]
-    if p["decision_id"] in view["decisions"]:
-        raise Refused(f"decision {p['decision_id']!r} already exists")
-    live = view["hypothesis_decisions"].get(p["hypothesis_id"])
-    if p.get("supersedes") != live:
-        raise Refused(f"hypothesis {p['hypothesis_id']!r}: "
-                      + (f"a new decision must cite and supersede {live!r}" if live
-                         else "there is no earlier decision to supersede"))
-
-
 GOVERNANCE_CHECKS: dict[str, Callable[[View, Any, Record], None]] = {
     "research_contract_v0": _check_contract,
     "campaign_transition_v0": _check_transition,
@@ -234,7 +214,6 @@ GOVERNANCE_CHECKS: dict[str, Callable[[View, Any, Record], None]] = {
     "action_result_v0": _check_result,
     "usage_v0": _check_usage,
     "finding_v0": _check_finding,
-    "research_decision_v0": _check_decision,
 }
 
 
@@ -258,10 +237,26 @@ def stop_transition(view: View, decision: Record) -> dict[str, Any] | None:
     return stop_payload(view, f"stop policy evaluated with decision {decision_id}", decision_id)
 
 
-def claim_block(view: View, agent_id: str, todo: dict[str, Any]) -> Block | None:
-    """Why the campaign refuses a claim of ``todo`` by ``agent_id`` (None: it does not)."""
-    block = campaign_block(view, agent_id)
+def check_claim(view: View, who: Identity, todo_id: str, todo: dict[str, Any]) -> None:
+    """The campaign refuses a claim while it holds the agent back, or of a todo whose
+    estimated cost exceeds what the budget has left."""
+    block = campaign_block(view, who.agent_id)
+    if block is None:
+        over = todo_over_budget(view, todo)
+        block = Block("budget_exhausted", {"over_budget": over}) if over else None
     if block is not None:
-        return block
-    over = todo_over_budget(view, todo)
-    return Block("budget_exhausted", {"over_budget": over}) if over else None
+        raise Refused(f"the campaign refuses claims now ({block.reason}: "
+                      f"{_detail(block.detail)})")
+
+
+def pass_over(view: View, todo: dict[str, Any]) -> PassOver | None:
+    """Selection passes over a todo whose estimated cost exceeds what the budget has left."""
+    return OVER_BUDGET if todo.get("cost") and todo_over_budget(view, todo) else None
+
+
+OVER_BUDGET = PassOver("budget_exhausted", "over_budget_todos")
+
+
+def _detail(detail: dict[str, Any]) -> str:
+    return "; ".join(f"{k} {', '.join(map(str, v)) if isinstance(v, list) else v}"
+                     for k, v in detail.items())

@@ -16,9 +16,9 @@ from loopx.kernel.errors import FieldProblem, NotFound, RecordRejected, Refused
 
 if TYPE_CHECKING:
     from loopx.kernel.checks import Credentials, Identity
-    from loopx.work.state import LaneState
     from loopx.kernel.ledger import Ledger
     from loopx.kernel.store.base import Record
+    from loopx.work.state import LaneState
 
 # Fields that identify a version rather than say what the campaign is.
 VERSION_FIELDS = ("contract_id", "version", "supersedes", "amendment")

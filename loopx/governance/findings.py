@@ -10,8 +10,8 @@ from loopx.kernel.ledger import draft
 
 if TYPE_CHECKING:
     from loopx.kernel.checks import Credentials
-    from loopx.work.state import LaneState
     from loopx.kernel.ledger import Ledger
+    from loopx.work.state import LaneState
 
 # How each statement kind stands (the seed's claim boundary).
 STANDING = {

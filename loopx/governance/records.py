@@ -1,5 +1,5 @@
 """Governance record kinds: the research contract, action proposals, approvals and results,
-usage, findings, decisions and campaign transitions."""
+usage, findings and campaign transitions."""
 
 from __future__ import annotations
 
@@ -173,8 +173,6 @@ StatementKind = Literal["observed_fact", "computed_result", "interpretation", "h
 StopReason = Annotated[str, Field(
     pattern=r"^(budget_exhausted:[a-z_]+(,[a-z_]+)*|maximum_iterations_reached|"
             r"insufficient_improvement|persistent_validity_failure|operator_requested)$")]
-RetireReason = Literal["contradicted", "duplicate", "operator_rejected", "retry_exhausted",
-                       "superseded", "guardrail_failed", "no_effect_found"]
 Text = Annotated[str, Field(min_length=1, max_length=16384)]
 
 
@@ -269,31 +267,6 @@ class FindingV0(Model):
     def _evidenced(self) -> FindingV0:
         if self.kind in EVIDENCED_KINDS and not self.evidence:
             raise ValueError(f"{self.kind} findings need at least one evidence ref")
-        return self
-
-
-class ResearchDecisionV0(Model):
-    """The evaluator/promoter promotes or retires a hypothesis; one decision is one iteration.
-
-    A later decision on the same hypothesis names the one it supersedes.
-    """
-
-    decision_id: Identifier
-    hypothesis_id: Identifier
-    outcome: Literal["promoted", "retired"]
-    reason: Literal["gates_passed"] | RetireReason
-    revision: Annotated[int, Field(ge=0)] = Field(
-        description="seq of the last record touching the hypothesis when it was decided")
-    supersedes: Identifier | None = None
-    evidence_ids: Annotated[list[Identifier], Field(max_length=1024)] = []
-    note: ShortText | None = None
-
-    @model_validator(mode="after")
-    def _reason_fits(self) -> ResearchDecisionV0:
-        if (self.outcome == "promoted") != (self.reason == "gates_passed"):
-            raise ValueError("a promotion's reason is gates_passed; a retirement's is one of "
-                             "contradicted, duplicate, operator_rejected, retry_exhausted, "
-                             "superseded, guardrail_failed, no_effect_found")
         return self
 
 

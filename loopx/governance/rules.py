@@ -14,6 +14,8 @@ from typing import Any
 
 from loopx.governance.state import TERMINAL, current_contract
 from loopx.governance.stopping import exhausted, over_budget
+from loopx.governance.tool_risks import TOOL_RISKS
+from loopx.work.extensions import Block
 
 MODES = ("assistant", "guided", "bounded")
 LOOPX_TOOL_PREFIX = "loopx."
@@ -80,16 +82,12 @@ def loopx_tool_risk(tool: str) -> str | None:
     """
     if not tool.startswith(LOOPX_TOOL_PREFIX):
         return None
-    from loopx.tools import all_tools
-
-    return all_tools()[tool[len(LOOPX_TOOL_PREFIX):]].risk
+    return TOOL_RISKS[tool[len(LOOPX_TOOL_PREFIX):]]
 
 
 def unknown_tool(tool: str) -> str:
     """Why a ``loopx.`` name that is no registered tool is refused, with the nearest names."""
-    from loopx.tools import all_tools
-
-    near = difflib.get_close_matches(tool.removeprefix(LOOPX_TOOL_PREFIX), sorted(all_tools()), n=3,
+    near = difflib.get_close_matches(tool.removeprefix(LOOPX_TOOL_PREFIX), sorted(TOOL_RISKS), n=3,
                                      cutoff=0.75)
     return (f"{tool!r} is not a registered loopx tool"
             + (f" (did you mean {', '.join(LOOPX_TOOL_PREFIX + n for n in near)}?)"
@@ -157,14 +155,6 @@ def can_execute(view: dict[str, Any], proposal_id: str) -> Verdict:
     if over:
         reasons.append(f"estimated cost exceeds the remaining budget: {', '.join(over)}")
     return Verdict(proposal_id, not reasons, reasons, state)
-
-
-@dataclass(frozen=True)
-class Block:
-    """Why the campaign holds an agent back: a should-run reason and details."""
-
-    reason: str
-    detail: dict[str, Any]
 
 
 # A finished campaign's last chapter is told after the loop ends: the narrator still renders.

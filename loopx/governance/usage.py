@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from loopx.governance.state import current_contract
-from loopx.kernel.ledger import draft
 from loopx.governance.stopping import budget_rows
+from loopx.kernel.ledger import draft
 
 if TYPE_CHECKING:
     from loopx.kernel.checks import Credentials
-    from loopx.work.state import LaneState
     from loopx.kernel.ledger import Ledger
+    from loopx.work.state import LaneState
 
 
 def add_usage(ledger: Ledger, creds: Credentials, increments: dict[str, Any], *,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
@@ -21,6 +21,19 @@ INT_MIN = -(2**63)
 INT_MAX = 2**63 - 1
 GENESIS_HASH = "0" * 64
 TS_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def add_seconds(ts: str, seconds: float) -> str:
+    """The store timestamp ``seconds`` after ``ts``."""
+    moment = datetime.fromisoformat(ts.replace("Z", "+00:00")) + timedelta(seconds=seconds)
+    return moment.strftime(TS_FORMAT)
+
+
+def seconds_between(earlier: str, later: str) -> float:
+    """``later - earlier`` in seconds (negative when ``later`` is before ``earlier``)."""
+    a = datetime.fromisoformat(earlier.replace("Z", "+00:00"))
+    b = datetime.fromisoformat(later.replace("Z", "+00:00"))
+    return (b - a).total_seconds()
 
 
 # One encoder instance: json.dumps with options would build a new encoder on every call.

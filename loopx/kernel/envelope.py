@@ -6,7 +6,14 @@ from typing import Annotated
 
 from pydantic import Field, JsonValue
 
-from loopx.kernel.types import Identifier, Model, Provenance, Sha256, Timestamp, Visibility
+from loopx.kernel.types import (
+    Identifier,
+    Model,
+    Provenance,
+    Sha256,
+    Timestamp,
+    Visibility,
+)
 
 # Fields loopx assigns (record_id when the record is prepared, the rest under the store lock);
 # a writer that sets one is refused.

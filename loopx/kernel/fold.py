@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from loopx.work.state import LanesReducer
+from loopx.kernel.domains import Domains, installed
 from loopx.kernel.store.base import Cursor, Record
 
 
@@ -52,12 +52,34 @@ class KernelReducer:
             state["repairs"] += 1
 
 
-REDUCERS: tuple[Reducer, ...] = (KernelReducer(), LanesReducer())
+class DomainsReducer:
+    """Every installed domain's slices, folded record by record in domain order.
+
+    Its part of the state is called ``lanes`` (the name of the first domain's reducer, kept
+    so checkpoints and every reader of ``state["lanes"]`` stay as they were).
+    """
+
+    name = "lanes"
+
+    def __init__(self, domains: Domains) -> None:
+        self.domains = domains
+        self.version = domains.version
+
+    def initial(self) -> dict[str, Any]:
+        return self.domains.initial()
+
+    def apply(self, state: dict[str, Any], record: Record) -> None:
+        self.domains.fold(state, record)
 
 
-def fold_version(reducers: Iterable[Reducer] = REDUCERS) -> str:
+def default_reducers() -> tuple[Reducer, ...]:
+    """The kernel's reducer and the installed domains'."""
+    return (KernelReducer(), DomainsReducer(installed()))
+
+
+def fold_version(reducers: Iterable[Reducer] | None = None) -> str:
     """Identifies the fold; a checkpoint made by another fold version is discarded."""
-    return ",".join(f"{r.name}:{r.version}" for r in reducers)
+    return ",".join(f"{r.name}:{r.version}" for r in reducers or default_reducers())
 
 
 @dataclass
@@ -68,9 +90,9 @@ class State:
     parts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
-    def initial(cls, reducers: Iterable[Reducer] = REDUCERS) -> State:
+    def initial(cls, reducers: Iterable[Reducer] | None = None) -> State:
         """State of an empty log."""
-        return cls(Cursor(), {r.name: r.initial() for r in reducers})
+        return cls(Cursor(), {r.name: r.initial() for r in reducers or default_reducers()})
 
     def __getitem__(self, name: str) -> dict[str, Any]:
         return self.parts[name]
@@ -82,9 +104,9 @@ class State:
 
 
 def advance(state: State, entries: Iterable[tuple[Record, Cursor]],
-            reducers: Iterable[Reducer] = REDUCERS) -> int:
+            reducers: Iterable[Reducer] | None = None) -> int:
     """Fold records (with their cursors) into ``state``; returns how many were folded."""
-    reducers = tuple(reducers)
+    reducers = tuple(reducers or default_reducers())
     count = 0
     for record, cursor in entries:
         for reducer in reducers:

@@ -3,115 +3,63 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import ValidationError
 
 from loopx.kernel.canonical import join_path, json_problems
-from loopx.kernel.errors import FieldProblem, RecordRejected
-from loopx.governance.records import ResearchContractV0
+from loopx.kernel.domains import KindSpec, installed
 from loopx.kernel.envelope import STORE_FIELDS, Draft, Envelope
-from loopx.research.records import AutoResearchEvidencePacketV0, ResearchEvidenceEventV0
-from loopx.governance.records import (
-    ActionProposalV0,
-    ActionResultV0,
-    ApprovalV0,
-    CampaignTransitionV0,
-    FindingV0,
-    ResearchDecisionV0,
-    UsageV0,
-)
-from loopx.research.records import ResearchHypothesisV0
-from loopx.work.records import AgentGrantV0, AgentRevocationV0, LaneProfileV0
-from loopx.narrator.records import PublicationPreviewV0, PublicationV0
-from loopx.research.records import GateResultV0, NoveltyAuditV0, ResearchRefusalV0
-from loopx.work.records import RolloutEventV0
-from loopx.kernel.system_records import StoreClockV0, StoreRepairV0, WorkspaceV0
-from loopx.work.records import AutoResearchLaneClaimV1, TodoEventV0, TodoItemV0
-from loopx.kernel.types import Model
+from loopx.kernel.errors import FieldProblem, RecordRejected
 from loopx.kernel.tokens import token_problems
 
 
-@dataclass(frozen=True)
-class KindSpec:
-    """A record kind: its payload model, envelope defaults and who may append it."""
+def kernel_kinds() -> tuple[KindSpec, ...]:
+    """The kinds the kernel itself writes: the genesis record, repairs and overruled clocks."""
+    from loopx.kernel.system_records import StoreClockV0, StoreRepairV0, WorkspaceV0
 
-    name: str
-    model: type[Model]
-    visibility: Literal["public", "private"]
-    provenance: Literal["observed", "computed", "self_reported", "claimed"]
-    # agents/owner: appended through the checked path; loopx: built by a loopx tool or the write
-    # path itself (never appended by hand); init/store: the genesis and repair records.
-    written_by: Literal["agents", "owner", "loopx", "init", "store"]
-    summary: str
-    # Governance kinds carry free text and tool arguments: secret-shaped values are refused.
-    secrets_checked: bool = False
+    return (
+        KindSpec("workspace_v0", WorkspaceV0, "private", "computed", "init",
+                 "genesis record: goal, workspace format, owner token digest"),
+        KindSpec("store_repair_v0", StoreRepairV0, "private", "observed", "store",
+                 "a torn tail moved to quarantine by the next lock holder"),
+        KindSpec("store_clock_v0", StoreClockV0, "private", "observed", "store",
+                 "a writer's wall clock the store overruled, once per wrong clock"),
+    )
 
 
-_SPECS = (
-    KindSpec("workspace_v0", WorkspaceV0, "private", "computed", "init",
-             "genesis record: goal, workspace format, owner token digest"),
-    KindSpec("store_repair_v0", StoreRepairV0, "private", "observed", "store",
-             "a torn tail moved to quarantine by the next lock holder"),
-    KindSpec("store_clock_v0", StoreClockV0, "private", "observed", "store",
-             "a writer's wall clock the store overruled, once per wrong clock"),
-    KindSpec("research_contract_v0", ResearchContractV0, "public", "self_reported", "agents",
-             "the research contract and its amendments", secrets_checked=True),
-    KindSpec("research_hypothesis_v0", ResearchHypothesisV0, "public", "self_reported", "agents",
-             "a todo-backed hypothesis, optionally refining a parent"),
-    KindSpec("auto_research_evidence_packet_v0", AutoResearchEvidencePacketV0, "public",
-             "observed", "agents", "an executor attempt with per-split results"),
-    KindSpec("research_evidence_event_v0", ResearchEvidenceEventV0, "public", "computed", "agents",
-             "the evaluator's scored judgement of attempts"),
-    KindSpec("todo_item_v0", TodoItemV0, "public", "self_reported", "agents",
-             "a bounded piece of work for one role"),
-    KindSpec("auto_research_lane_claim_v1", AutoResearchLaneClaimV1, "public", "computed",
-             "agents", "a leased claim of a todo (the claim packet)"),
-    KindSpec("todo_event_v0", TodoEventV0, "public", "self_reported", "agents",
-             "a todo lifecycle step: heartbeat, release, completion, failure, expiry"),
-    KindSpec("rollout_event_v0", RolloutEventV0, "public", "observed", "agents",
-             "an executor's rollout step"),
-    KindSpec("lane_profile_v0", LaneProfileV0, "public", "self_reported", "owner",
-             "a role profile: scope, actions, lease timing, successor rules"),
-    KindSpec("agent_grant_v0", AgentGrantV0, "private", "observed", "owner",
-             "the owner grants an agent a role; its record id is the capability id"),
-    KindSpec("agent_revocation_v0", AgentRevocationV0, "private", "observed", "owner",
-             "the owner revokes an agent's grant"),
-    KindSpec("action_proposal_v0", ActionProposalV0, "private", "self_reported", "agents",
-             "an action an agent proposes through a tool, judged under the contract",
-             secrets_checked=True),
-    KindSpec("approval_v0", ApprovalV0, "private", "observed", "owner",
-             "the owner approves or rejects a proposal, a decision or a preview",
-             secrets_checked=True),
-    KindSpec("action_result_v0", ActionResultV0, "private", "self_reported", "agents",
-             "what came of an executed proposal, success or failure", secrets_checked=True),
-    KindSpec("usage_v0", UsageV0, "private", "self_reported", "agents",
-             "resource use by the writing agent, as increments", secrets_checked=True),
-    KindSpec("finding_v0", FindingV0, "public", "self_reported", "agents",
-             "a statement of one kind (fact, result, interpretation, hypothesis, ...)",
-             secrets_checked=True),
-    KindSpec("research_decision_v0", ResearchDecisionV0, "public", "computed", "agents",
-             "the evaluator/promoter promotes or retires a hypothesis (one iteration)",
-             secrets_checked=True),
-    KindSpec("campaign_transition_v0", CampaignTransitionV0, "public", "computed", "agents",
-             "a move of the campaign state machine, with its stop reasons",
-             secrets_checked=True),
-    KindSpec("novelty_audit_v0", NoveltyAuditV0, "public", "self_reported", "agents",
-             "an independent audit of a hypothesis' novelty claim", secrets_checked=True),
-    KindSpec("publication_preview_v0", PublicationPreviewV0, "public", "computed", "agents",
-             "a first screen the narrator shows the owner before publishing it"),
-    KindSpec("publication_v0", PublicationV0, "public", "computed", "agents",
-             "a published story or board, pinned to the graph snapshot it was made from"),
-    KindSpec("gate_result_v0", GateResultV0, "public", "computed", "loopx",
-             "a gate check verified outside the log (the protected boundary, from git)"),
-    KindSpec("research_refusal_v0", ResearchRefusalV0, "public", "computed", "loopx",
-             "a request a research rule refused, recorded for the audit trail"),
-)
+class _Kinds(Mapping[str, KindSpec]):
+    """Every registered kind by name: the kernel's and the installed domains', built on first
+    use (the record models load pydantic, which a read never needs)."""
+
+    def __init__(self) -> None:
+        self._table: dict[str, KindSpec] | None = None
+
+    def _get(self) -> dict[str, KindSpec]:
+        if self._table is None:
+            table = {spec.name: spec for spec in kernel_kinds()}
+            for name, spec in installed().kinds().items():
+                if name in table:
+                    raise ValueError(f"record kind {name!r} is declared twice")
+                table[name] = spec
+            self._table = table
+        return self._table
+
+    def __getitem__(self, name: str) -> KindSpec:
+        return self._get()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
 
 # A writer may lower a record's provenance below its kind's default, never raise it.
 _PROVENANCE_RANK = {"claimed": 0, "self_reported": 1, "observed": 2, "computed": 2}
-KINDS: dict[str, KindSpec] = {spec.name: spec for spec in _SPECS}
+KINDS: Mapping[str, KindSpec] = _Kinds()
 
 
 def kind_names() -> list[str]:

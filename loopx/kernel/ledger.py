@@ -14,18 +14,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loopx.kernel.checkpoint import load_checkpoint, save_checkpoint
+from loopx.kernel.domains import Domains, View, installed
 from loopx.kernel.errors import ResearchRefused, WorkspaceError
-from loopx.kernel.fold import REDUCERS, Reducer, State, advance, fold_version
-from loopx.work.state import LaneState
+from loopx.kernel.fold import (
+    DomainsReducer,
+    KernelReducer,
+    Reducer,
+    State,
+    advance,
+    fold_version,
+)
 from loopx.kernel.store.base import Cursor, Record, Store
 
 if TYPE_CHECKING:
     from loopx.kernel.checks import Credentials, Identity
 
-Plan = Callable[[LaneState, "Identity", str], list[Record]]
+Plan = Callable[[View, "Identity", str], list[Record]]
 
 CHECKPOINT_EVERY = 1000
-LONG_TEXT = 16384  # a refusal's reason is the error message, cut to the LongText limit
 
 
 def draft(payload: dict[str, Any], *, kind: str | None = None,
@@ -44,8 +50,12 @@ class Ledger:
 
     def __init__(self, store: Store, *, checkpoint_path: Path | None = None,
                  checkpoint_every: int = CHECKPOINT_EVERY,
-                 reducers: Sequence[Reducer] = REDUCERS) -> None:
+                 reducers: Sequence[Reducer] | None = None,
+                 domains: Domains | None = None) -> None:
         self.store = store
+        self.domains = domains or installed()
+        if reducers is None:
+            reducers = (KernelReducer(), DomainsReducer(self.domains))
         self.checkpoint_path = checkpoint_path
         self.checkpoint_every = checkpoint_every
         self.reducers = tuple(reducers)
@@ -99,7 +109,6 @@ class Ledger:
             ConflictError: the head is not at ``expect_seq``.
         """
         from loopx.kernel.checks import authenticate, check_batch
-        from loopx.work.state import overlay
 
         self._advance()  # catch up before the lock, so the locked step reads only the newest
         refused: list[ResearchRefused] = []
@@ -109,17 +118,18 @@ class Ledger:
             if state.seq != head.seq:
                 raise WorkspaceError(f"the fold is at seq {state.seq} but the head is at "
                                      f"{head.seq}", hint="run `loopx verify`")
-            lanes = overlay(state["lanes"])
-            who = authenticate(state["kernel"], lanes, creds)
+            lanes = self.domains.overlay(state["lanes"])
+            who = authenticate(state["kernel"], lanes, creds, self.domains)
             records = plan(lanes, who, now)
             if records:
                 try:
-                    check_batch(lanes, list(records), now, head.seq + 1)
+                    check_batch(lanes, list(records), now, head.seq + 1, self.domains)
                 except ResearchRefused as exc:
                     # A research rule's refusal is kept for the audit trail, in the request's
                     # place; the caller still gets the error.
                     refusal = self.refusal_record(who, exc)
-                    check_batch(overlay(state["lanes"]), [refusal], now, head.seq + 1)
+                    check_batch(self.domains.overlay(state["lanes"]), [refusal], now,
+                                head.seq + 1, self.domains)
                     refused.append(exc)
                     return [refusal]
             return records
@@ -134,15 +144,11 @@ class Ledger:
         return written
 
     def refusal_record(self, who: Identity, exc: ResearchRefused) -> Record:
-        """The ``research_refusal_v0`` that takes a refused request's place in the log."""
-        from loopx.work.scope import action_of
-
-        request = exc.request or {}
-        return self.loopx_record(who, "research_refusal_v0", None, None, {
-            "rule": exc.rule, "requested_kind": request.get("schema_version", "unknown"),
-            "requested_action": action_of(request) if request else "unknown",
-            "hypothesis_id": exc.hypothesis_id, "todo_id": request.get("todo_id"),
-            "reason": exc.message[:LONG_TEXT], "cites": exc.cites, "detail": exc.detail})
+        """The record that takes a refused request's place in the log (its domain builds it)."""
+        if self.domains.refusal is None:
+            raise exc
+        kind, payload = self.domains.refusal(who, exc)
+        return self.loopx_record(who, kind, None, None, payload)
 
     def prepare(self, docs: Any, who: Identity, *, kind: str | None = None,
                 by_loopx: bool = False) -> list[Record]:
@@ -154,7 +160,10 @@ class Ledger:
         Raises:
             RecordRejected: naming every refused field; nothing written.
         """
-        from loopx.kernel.kinds import Author, prepare_batch  # pydantic loads only to write
+        from loopx.kernel.kinds import (  # pydantic loads only to write
+            Author,
+            prepare_batch,
+        )
 
         author = Author(goal_id=self.goal_id(), agent_id=who.agent_id, lane_role=who.role,
                         capability=who.capability, authenticated=True)
@@ -181,7 +190,7 @@ class Ledger:
         from loopx.kernel.checks import authenticate
 
         state = self._advance()
-        return authenticate(state["kernel"], state["lanes"], creds)
+        return authenticate(state["kernel"], state["lanes"], creds, self.domains)
 
     def append(self, docs: Any, *, creds: Credentials, kind: str | None = None,
                expect_seq: int | None = None) -> list[Record]:
@@ -195,7 +204,7 @@ class Ledger:
         self.goal_id()  # a log without its genesis record says so before any token check
         records = self.prepare(docs, self.identify(creds), kind=kind)
 
-        def plan(lanes: LaneState, who: Identity, now: str) -> list[Record]:
+        def plan(lanes: View, who: Identity, now: str) -> list[Record]:
             if who.role != records[0]["lane_role"] or who.capability != records[0]["capability"]:
                 from loopx.kernel.errors import Unauthorized
 

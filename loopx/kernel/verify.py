@@ -13,7 +13,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from loopx.kernel.canonical import GENESIS_HASH, JSONInputError, dumps, loads_strict, record_hash
+from loopx.kernel.canonical import (
+    GENESIS_HASH,
+    JSONInputError,
+    dumps,
+    loads_strict,
+    record_hash,
+)
 from loopx.kernel.errors import LoopxError
 from loopx.kernel.kinds import stored_problems
 from loopx.kernel.store.base import Store
@@ -272,20 +278,21 @@ class _WriteChecks:
     record appended around the library (no grant, out of scope, stale epoch) is reported."""
 
     def __init__(self) -> None:
-        from loopx.kernel.fold import REDUCERS, State
+        from loopx.kernel.domains import installed
+        from loopx.kernel.fold import State, default_reducers
 
-        self.reducers = REDUCERS
-        self.state = State.initial(REDUCERS)
+        self.domains = installed()
+        self.reducers = default_reducers()
+        self.state = State.initial(self.reducers)
 
     def batch(self, records: list[dict[str, Any]], where: str) -> None:
         from loopx.kernel.checks import check_batch
-        from loopx.work.state import overlay
 
         checked = [r for r in records if r["schema_version"] not in _UNCHECKED]
         if checked:
             try:
-                check_batch(overlay(self.state["lanes"]), checked, checked[0]["ts"],
-                            checked[0]["seq"])
+                check_batch(self.domains.overlay(self.state["lanes"]), checked,
+                            checked[0]["ts"], checked[0]["seq"], self.domains)
             except LoopxError as exc:
                 raise _Bad(checked[0]["seq"], where,
                            f"fails the write checks: {exc.message}") from None

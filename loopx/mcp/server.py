@@ -111,8 +111,8 @@ class Session:
 
     @staticmethod
     def _denied(view: dict[str, Any], tool: Listed) -> str | None:
-        from loopx.governance.state import current_contract
         from loopx.governance.rules import tool_eligible
+        from loopx.governance.state import current_contract
 
         contract = current_contract(view)
         if contract is None:
@@ -146,8 +146,8 @@ class Session:
 
     @staticmethod
     def _needs_approval(view: dict[str, Any], tool: Listed) -> bool:
-        from loopx.governance.state import current_contract
         from loopx.governance.rules import approval_required
+        from loopx.governance.state import current_contract
 
         contract = current_contract(view)
         return contract is not None and approval_required(contract, tool.risk)

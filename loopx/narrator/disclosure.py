@@ -12,9 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 from loopx.governance.state import current_contract
-from loopx.research.control import benjamini_hochberg, expected_false_promotions, first_heldout
-from loopx.research.evidence import packets_for
 from loopx.narrator.reader import Reader, judgement, number
+from loopx.research.control import (
+    benjamini_hochberg,
+    expected_false_promotions,
+    first_heldout,
+)
+from loopx.research.evidence import packets_for
 
 View = dict[str, Any]
 

@@ -18,15 +18,21 @@ from typing import TYPE_CHECKING, Any
 
 from loopx.kernel.errors import Refused, StorageError, UsageProblem
 from loopx.narrator import redaction
-from loopx.narrator.first_screen import NEUTRAL, Choice, choose, current_screen, screen_sha256
+from loopx.narrator.first_screen import (
+    NEUTRAL,
+    Choice,
+    choose,
+    current_screen,
+    screen_sha256,
+)
 from loopx.narrator.state import published_screen
 from loopx.narrator.story import Quoted, Story, build
 
 if TYPE_CHECKING:
     from loopx.kernel.checks import Credentials, Identity
-    from loopx.work.state import LaneState
     from loopx.kernel.ledger import Ledger
     from loopx.kernel.store.base import Record
+    from loopx.work.state import LaneState
 
 FORMATS = {"story": ("md", "html"), "board": ("html",)}
 
@@ -86,8 +92,8 @@ def render(ledger: Ledger, surface: str, fmt: str, *, workspace_root: Path | Non
     _register_screen(view, story, choice.screen)
     doc = {**story.doc, "first_screen": choice.screen}
     if surface == "board":
-        from loopx.research.graph import graph_json
         from loopx.narrator.html import render_board
+        from loopx.research.graph import graph_json
 
         text = render_board(doc, graph_json(view, state.seq), extra_head)
     elif fmt == "html":

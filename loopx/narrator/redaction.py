@@ -23,8 +23,8 @@ from pydantic import BaseModel
 
 from loopx.kernel.deobfuscate import read
 from loopx.kernel.errors import RedactionBlocked
-from loopx.narrator.story import Story
 from loopx.kernel.secrets import found_how, secret_kind_in
+from loopx.narrator.story import Story
 
 View = dict[str, Any]
 

@@ -16,28 +16,38 @@ def published_screen(view: dict[str, Any]) -> dict[str, Any] | None:
     return view["narrator"].get("first_screen")
 
 
-def apply_narrator(view: dict[str, Any], record: dict[str, Any]) -> None:
-    """Fold one record into the narrator slices of ``view`` (state or overlay)."""
-    kind, p = record["schema_version"], record["payload"]
-    if kind == "publication_preview_v0":
-        view["previews"][p["preview_id"]] = {
-            "preview_id": p["preview_id"], "first_screen": p["first_screen"],
-            "first_screen_sha256": p["first_screen_sha256"], "head_seq": p["head_seq"],
-            "record_id": record["record_id"], "seq": record["seq"],
-            "agent_id": record["agent_id"], "approval": None}
-    elif kind == "approval_v0" and p["subject"]["kind"] == "preview":
-        preview = view["previews"].get(p["subject"]["id"])
-        if preview is not None:
-            view["previews"][p["subject"]["id"]] = {**preview, "approval": {
-                "verdict": p["verdict"], "record_id": record["record_id"], "seq": record["seq"],
-                "agent_id": record["agent_id"]}}
-    elif kind == "publication_v0":
-        view["narrator"]["first_screen"] = {
-            "first_screen": p["first_screen"], "sha256": p["first_screen_sha256"],
-            "publication_id": p["publication_id"], "seq": record["seq"]}
-        view["publications"][p["publication_id"]] = {
-            "publication_id": p["publication_id"], "seq": record["seq"],
-            "record_id": record["record_id"], "surface": p["surface"], "format": p["format"],
-            "head_seq": p["head_seq"], "head_hash": p["head_hash"],
-            "output_sha256": p["output_sha256"],
-            "first_screen_status": p["first_screen_status"]}
+def _preview(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
+    view["previews"][p["preview_id"]] = {
+        "preview_id": p["preview_id"], "first_screen": p["first_screen"],
+        "first_screen_sha256": p["first_screen_sha256"], "head_seq": p["head_seq"],
+        "record_id": record["record_id"], "seq": record["seq"],
+        "agent_id": record["agent_id"], "approval": None}
+
+
+def _approval(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
+    if p["subject"]["kind"] != "preview":
+        return
+    preview = view["previews"].get(p["subject"]["id"])
+    if preview is not None:
+        view["previews"][p["subject"]["id"]] = {**preview, "approval": {
+            "verdict": p["verdict"], "record_id": record["record_id"], "seq": record["seq"],
+            "agent_id": record["agent_id"]}}
+
+
+def _publication(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
+    view["narrator"]["first_screen"] = {
+        "first_screen": p["first_screen"], "sha256": p["first_screen_sha256"],
+        "publication_id": p["publication_id"], "seq": record["seq"]}
+    view["publications"][p["publication_id"]] = {
+        "publication_id": p["publication_id"], "seq": record["seq"],
+        "record_id": record["record_id"], "surface": p["surface"], "format": p["format"],
+        "head_seq": p["head_seq"], "head_hash": p["head_hash"],
+        "output_sha256": p["output_sha256"],
+        "first_screen_status": p["first_screen_status"]}
+
+
+FOLDS = {
+    "publication_preview_v0": _preview,
+    "approval_v0": _approval,
+    "publication_v0": _publication,
+}

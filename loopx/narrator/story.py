@@ -14,11 +14,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopx.governance.state import current_contract
-from loopx.research.control import first_heldout
 from loopx.governance.findings import finding_groups
+from loopx.governance.state import current_contract
 from loopx.narrator import board_data, disclosure
-from loopx.narrator.reader import SAFE_TYPES, Quoted, Reader, Story, judgement, number, signed
+from loopx.narrator.reader import (
+    SAFE_TYPES,
+    Quoted,
+    Reader,
+    Story,
+    judgement,
+    number,
+    signed,
+)
+from loopx.research.control import first_heldout
 from loopx.research.projections import Row, candidates, final_heldout, frontier
 from loopx.research.state import counts
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopx.research.control import RULE_WORDS
 from loopx.narrator.reader import number, signed
+from loopx.research.control import RULE_WORDS
 
 SPLIT_NAMES = {"dev": "Dev", "heldout": "Held-out", "train": "Train"}
 STATE_WORDS = {

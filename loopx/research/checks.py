@@ -12,17 +12,17 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from loopx.governance.state import current_contract
+from loopx.kernel.errors import FieldProblem, RecordRejected, Refused, ResearchRefused
 from loopx.research.control import first_heldout
-from loopx.kernel.errors import Refused, ResearchRefused
-from loopx.research.plan import attempt_limit, current_plan, plan_version
+from loopx.research.plan import attempt_limit, current_plan
 from loopx.research.state import (
     EVALUATION_SPLITS,
     HELDOUT_ACTION,
-    baseline_hypothesis,
     content_sha256,
     counts,
     dev_attempts,
 )
+from loopx.work.checks import require_todo
 
 if TYPE_CHECKING:
     from loopx.kernel.checks import Identity
@@ -59,8 +59,16 @@ def _closed(view: View, hypothesis_id: str) -> str | None:
 
 
 def check_hypothesis(view: View, who: Identity, record: Record) -> None:
-    """A new id; a superseded hypothesis exists; not a duplicate of a retired or contradicted one."""
+    """Under a held todo, written by its claimant, grounded; a new id; a superseded hypothesis
+    exists; not a duplicate of a retired or contradicted one."""
+    require_todo(view, who, record)
     p = record["payload"]
+    if p["claimed_by"] != who.agent_id:
+        raise Refused(f"hypothesis {p['hypothesis_id']!r}: claimed_by must be the writer "
+                      f"{who.agent_id!r}, not {p['claimed_by']!r}")
+    if not p.get("grounding_refs") and not p.get("no_grounding_reason"):
+        raise Refused(f"hypothesis {p['hypothesis_id']!r} needs grounding_refs or a "
+                      "no_grounding_reason")
     if p["hypothesis_id"] in view["hypotheses"]:
         raise Refused(f"hypothesis {p['hypothesis_id']!r} already exists")
     parent = p.get("parent_id")
@@ -83,6 +91,7 @@ def check_hypothesis(view: View, who: Identity, record: Record) -> None:
 
 
 def _check_packet(view: View, who: Identity, record: Record) -> None:
+    require_todo(view, who, record)
     p = record["payload"]
     hid = p["hypothesis_id"]
     entry = _entry(view, hid, "the packet")
@@ -217,10 +226,18 @@ def _check_gate(view: View, who: Identity, record: Record) -> None:
 
 
 def check_decision(view: View, who: Identity, record: Record) -> None:
-    """Bound to the hypothesis' current revision, and only on the matching candidate."""
+    """A new decision id superseding the live decision, bound to the hypothesis' current
+    revision, and only on the matching candidate."""
+    p = record["payload"]
+    if p["decision_id"] in view["decisions"]:
+        raise Refused(f"decision {p['decision_id']!r} already exists")
+    live = view["hypothesis_decisions"].get(p["hypothesis_id"])
+    if p.get("supersedes") != live:
+        raise Refused(f"hypothesis {p['hypothesis_id']!r}: "
+                      + (f"a new decision must cite and supersede {live!r}" if live
+                         else "there is no earlier decision to supersede"))
     from loopx.research.projections import row
 
-    p = record["payload"]
     hid = p["hypothesis_id"]
     entry = _entry(view, hid, "the decision")
     if p["revision"] != entry["revision"]:
@@ -271,69 +288,35 @@ def _no_promotion(view: View, entry: dict[str, Any], current: Any) -> ResearchRe
                            hint="`loopx candidates` lists what may be decided")
 
 
-def moot_evaluation(view: View, todo: dict[str, Any]) -> str | None:
-    """Why an evaluation todo is moot, if it is: its hypothesis is decided, or (a held-out
-    todo) its held-out judgement is final, or (a judge todo) it is the measured baseline.
-    Handing it out would only spend data reads, or ask for what is refused."""
-    hid = todo["hypothesis_id"]
-    if todo["action_kind"] == "judge_evidence" and hid is not None and \
-            hid == baseline_hypothesis(view):
-        return "the campaign's measured baseline, never judged itself"
-    if todo["action_kind"] not in EVALUATION_SPLITS or hid is None:
-        return None
-    decided = view["hypothesis_decisions"].get(hid)
-    if decided is not None:
-        return f"already decided ({decided})"
-    entry = view["hypotheses"].get(hid)
-    if entry is None:
-        return None
-    if todo["action_kind"] == HELDOUT_ACTION:
-        final = first_heldout(entry)
-        if final is not None and counts(view, final):
-            return f"judged on held-out data at seq {final['seq']}, which is final"
-        return None
-    limit = attempt_limit(view)
-    if len(dev_attempts(view, entry)) >= limit:
-        return f"out of attempts ({limit} used under the plan in force)"
-    return None
+def _check_todo(view: View, who: Identity, record: Record) -> None:
+    p = record["payload"]
+    if p["action_kind"] in EVALUATION_SPLITS and p.get("hypothesis_id") is None:
+        # An evaluation todo reads a split for one hypothesis: without one, its packet could
+        # name any hypothesis and its successors (judge, held-out) would name none.
+        raise RecordRejected([FieldProblem(
+            "payload.hypothesis_id", f"todo {p['todo_id']!r}: a {p['action_kind']} todo "
+            "evaluates a hypothesis and must name it (`loopx todo add --hypothesis ID`)")],
+            context="todo")
 
 
-def check_evaluation_claim(view: View, todo_id: str, todo: dict[str, Any]) -> None:
-    """An evaluation todo of a decided hypothesis is not claimed; a held-out todo only while
-    its hypothesis has held-out reads left and no final held-out judgement."""
-    moot = moot_evaluation(view, todo)
-    if moot is not None:
-        raise Refused(f"todo {todo_id!r} evaluates {todo['hypothesis_id']!r}, which is {moot}")
-    over = heldout_over_budget(view, todo)
-    if over is not None:
-        reads, budget = over
+def _check_contract(view: View, who: Identity, record: Record) -> None:
+    p = record["payload"]
+    plan = current_plan(view)
+    measured = None if plan is None else plan["plan"]["metric.baseline_hypothesis"]
+    if (plan is not None and plan["frozen_seq"] is not None and measured is not None
+            and p["metric"].get("baseline_hypothesis") is None):
         raise ResearchRefused(
-            "heldout_budget", f"hypothesis {todo['hypothesis_id']!r} has used its held-out read "
-            f"budget ({reads} of {budget}): todo {todo_id!r} would read it again",
-            hypothesis_id=todo["hypothesis_id"], detail={"reads": reads, "budget": budget})
-
-
-def heldout_over_budget(view: View, todo: dict[str, Any]) -> tuple[int, int] | None:
-    """(reads, budget) when claiming ``todo`` would exceed its hypothesis' held-out budget."""
-    if todo["action_kind"] != HELDOUT_ACTION or todo["hypothesis_id"] is None:
-        return None
-    entry = view["hypotheses"].get(todo["hypothesis_id"])
-    contract = current_contract(view)
-    if entry is None or contract is None:
-        return None
-    if entry["hypothesis_id"] == baseline_hypothesis(view):
-        # The measured baseline is never tested, and is measured again under a new plan
-        # version: one held-out attempt per plan version, failed or scored.
-        version = plan_version(view)
-        if any(view["packets"][p]["heldout"] and view["packets"][p]["plan_version"] == version
-               for p in entry["packets"]):
-            return (1, 1)
-        return None
-    budget = contract["evaluation"]["heldout_read_budget"]
-    return (entry["heldout_reads"], budget) if entry["heldout_reads"] >= budget else None
+            "measured_baseline", f"the plan measures its baseline ({measured!r}) and evidence "
+            f"has been recorded under it since seq {plan['frozen_seq']}: an amendment may name "
+            "another measured baseline, never replace it with an assumed number",
+            hint="set metric.baseline_hypothesis to a hypothesis the executors will measure")
 
 
 RESEARCH_CHECKS: dict[str, Callable[[View, Any, Record], None]] = {
+    "research_contract_v0": _check_contract,
+    "todo_item_v0": _check_todo,
+    "research_hypothesis_v0": check_hypothesis,
+    "research_decision_v0": check_decision,
     "auto_research_evidence_packet_v0": _check_packet,
     "research_evidence_event_v0": _check_event,
     "novelty_audit_v0": _check_audit,

@@ -7,17 +7,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from loopx.governance.actions import new_id
-from loopx.kernel.errors import NotFound, UsageProblem
 from loopx.governance.checks import stop_transition
-from loopx.work.state import apply_record, overlay
+from loopx.kernel.errors import NotFound, UsageProblem
 from loopx.kernel.ledger import draft
 from loopx.research.projections import RETIRE_REASONS, row
 
 if TYPE_CHECKING:
     from loopx.kernel.checks import Credentials, Identity
-    from loopx.work.state import LaneState
     from loopx.kernel.ledger import Ledger
     from loopx.kernel.store.base import Record
+    from loopx.work.state import LaneState
 
 
 def decide(ledger: Ledger, creds: Credentials, hypothesis_id: str, outcome: str, *,
@@ -53,8 +52,8 @@ def decide(ledger: Ledger, creds: Credentials, hypothesis_id: str, outcome: str,
         [decision] = ledger.prepare(draft(payload, kind="research_decision_v0", under=under),
                                     who)
         # Fold the decision into a scratch overlay to see whether the policy fires with it.
-        scratch = overlay(view)
-        apply_record(scratch, {**decision, "seq": 0, "ts": now})
+        scratch = ledger.domains.overlay(view)
+        ledger.domains.fold(scratch, {**decision, "seq": 0, "ts": now})
         stop = stop_transition(scratch, decision)
         if stop is None:
             return [decision]

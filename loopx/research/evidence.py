@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from loopx.governance.state import current_contract
-from loopx.research.control import apply_control, family_position
 from loopx.kernel.errors import NotFound, Refused
+from loopx.research.control import apply_control, family_position
 from loopx.research.plan import current_plan, plan_version
 from loopx.research.state import baseline_hypothesis
 

@@ -16,9 +16,9 @@ from loopx.kernel.ledger import draft
 
 if TYPE_CHECKING:
     from loopx.kernel.checks import Credentials, Identity
-    from loopx.work.state import LaneState
     from loopx.kernel.ledger import Ledger
     from loopx.kernel.store.base import Record
+    from loopx.work.state import LaneState
 
 
 def propose_hypothesis(ledger: Ledger, creds: Credentials, payload: dict[str, Any], *,

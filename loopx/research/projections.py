@@ -14,10 +14,10 @@ from typing import Any
 from loopx.research.gates import (
     GATES,
     Gate,
-    live_decision,
     control_words,
     final_heldout,
     gates,
+    live_decision,
     relied_packets,
 )
 from loopx.research.plan import attempt_limit

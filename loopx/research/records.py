@@ -1,11 +1,11 @@
 """Research record kinds: hypotheses, evidence packets and judgements, novelty audits, gate
-results and refusals."""
+results, decisions and refusals."""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, JsonValue
+from pydantic import Field, JsonValue, model_validator
 
 from loopx.kernel.types import (
     ArtifactRef,
@@ -167,3 +167,32 @@ class ResearchRefusalV0(Model):
     reason: LongText
     cites: Annotated[list[Identifier], Field(max_length=64)] = []
     detail: dict[str, JsonValue] = {}
+
+
+RetireReason = Literal["contradicted", "duplicate", "operator_rejected", "retry_exhausted",
+                       "superseded", "guardrail_failed", "no_effect_found"]
+
+
+class ResearchDecisionV0(Model):
+    """The evaluator/promoter promotes or retires a hypothesis; one decision is one iteration.
+
+    A later decision on the same hypothesis names the one it supersedes.
+    """
+
+    decision_id: Identifier
+    hypothesis_id: Identifier
+    outcome: Literal["promoted", "retired"]
+    reason: Literal["gates_passed"] | RetireReason
+    revision: Annotated[int, Field(ge=0)] = Field(
+        description="seq of the last record touching the hypothesis when it was decided")
+    supersedes: Identifier | None = None
+    evidence_ids: Annotated[list[Identifier], Field(max_length=1024)] = []
+    note: ShortText | None = None
+
+    @model_validator(mode="after")
+    def _reason_fits(self) -> ResearchDecisionV0:
+        if (self.outcome == "promoted") != (self.reason == "gates_passed"):
+            raise ValueError("a promotion's reason is gates_passed; a retirement's is one of "
+                             "contradicted, duplicate, operator_rejected, retry_exhausted, "
+                             "superseded, guardrail_failed, no_effect_found")
+        return self

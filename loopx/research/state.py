@@ -12,9 +12,12 @@ import hashlib
 import json
 from typing import Any
 
-from loopx.research.plan import current_plan, freeze, plan_version
+from loopx.governance.state import current_contract, meta
+from loopx.governance.stopping import best_of, next_iteration
+from loopx.research.plan import current_plan, fold_contract, freeze, plan_version
 
-SLICES = ("hypotheses", "packets", "content_index", "hypothesis_todos")
+SLICES = ("hypotheses", "packets", "content_index", "hypothesis_todos", "decisions",
+          "hypothesis_decisions")
 HELDOUT_ACTION = "run_holdout_eval"
 # The todo actions that evaluate a hypothesis, and the split each reads.
 EVALUATION_SPLITS = {"run_dev_eval": "dev", "retry_attempt": "dev", HELDOUT_ACTION: "heldout"}
@@ -86,13 +89,6 @@ def heldout_mean(view: dict[str, Any], hypothesis_id: str) -> float | None:
     if judgement is None or not judgement["values"] or judgement["provenance"] == "claimed":
         return None
     return sum(judgement["values"]) / len(judgement["values"])
-
-
-def apply_research(view: dict[str, Any], record: dict[str, Any]) -> None:
-    """Fold one record into the research slices of ``view`` (state or overlay)."""
-    handler = _HANDLERS.get(record["schema_version"])
-    if handler is not None:
-        handler(view, record, record["payload"])
 
 
 def _touch(view: dict[str, Any], hypothesis_id: str, record: dict[str, Any],
@@ -186,15 +182,60 @@ def _gate(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> No
                gates=[*entry["gates"], brief])
 
 
+def _decided(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
+    decisions = view["decisions"]
+    decisions[p["decision_id"]] = {**p, **meta(record), "superseded_by": None, "approval": None}
+    old = p.get("supersedes")
+    withdrawn = False
+    if old is not None and old in decisions:
+        withdrawn = decisions[old]["outcome"] == "promoted"
+        decisions[old] = {**decisions[old], "superseded_by": p["decision_id"]}
+    view["hypothesis_decisions"][p["hypothesis_id"]] = p["decision_id"]
+    campaign = view["campaign"]
+    campaign["iterations"] = next_iteration(
+        campaign["iterations"], current_contract(view), p,
+        heldout_mean(view, p["hypothesis_id"]), record["seq"], measured_baseline_mean(view))
+    if withdrawn:
+        _standing_best(view)
+
+
+def _standing_best(view: dict[str, Any]) -> None:
+    # A promotion the owner rejected, or a later decision withdrew, no longer counts: the best is
+    # that of the promotions still standing (the iteration counts already made stay as they are).
+    contract = current_contract(view)
+    standing = [(mean, d["hypothesis_id"]) for d in view["decisions"].values()
+                if d["outcome"] == "promoted" and d["superseded_by"] is None
+                and (d["approval"] is None or d["approval"]["verdict"] == "approved")
+                and (mean := heldout_mean(view, d["hypothesis_id"])) is not None]
+    best = best_of(standing, contract["metric"]["direction"] if contract else "maximize")
+    campaign = view["campaign"]
+    campaign["iterations"] = {**campaign["iterations"], "best": best[0],
+                              "best_hypothesis": best[1]}
+
+
 def _decision(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
+    _decided(view, record, p)
     _touch(view, p["hypothesis_id"], record)
 
 
 def _approval(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
-    if p["subject"]["kind"] == "decision":
-        decision = view["decisions"].get(p["subject"]["id"])
-        if decision is not None:
-            _touch(view, decision["hypothesis_id"], record)
+    if p["subject"]["kind"] != "decision":
+        return
+    decision = view["decisions"].get(p["subject"]["id"])
+    if decision is None:
+        return
+    view["decisions"][p["subject"]["id"]] = {**decision, "approval": {
+        "verdict": p["verdict"], "note": p["note"], "approver": p.get("approver"),
+        **meta(record)}}
+    if decision["outcome"] == "promoted" and p["verdict"] == "rejected":
+        _standing_best(view)
+    _touch(view, decision["hypothesis_id"], record)
+
+
+def _contract(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
+    # After governance appended the version: the plan versions follow the contract's.
+    campaign = view["campaign"]
+    campaign["plans"] = fold_contract(campaign["plans"], p, record["seq"], len(view["packets"]))
 
 
 def _claim(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
@@ -228,7 +269,8 @@ def _refusal(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) ->
         view["hypotheses"][entry["hypothesis_id"]] = {**entry, "refusals": entry["refusals"] + 1}
 
 
-_HANDLERS = {
+FOLDS = {
+    "research_contract_v0": _contract,
     "todo_item_v0": _todo,
     "research_hypothesis_v0": _hypothesis,
     "auto_research_evidence_packet_v0": _packet,

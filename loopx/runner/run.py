@@ -41,8 +41,8 @@ from loopx.runner.result import LaneResult, parse_result
 if TYPE_CHECKING:
     from loopx.kernel.checks import Credentials
     from loopx.kernel.ledger import Ledger
-    from loopx.workspace import Workspace
     from loopx.runner.worktrees import Worktree
+    from loopx.workspace import Workspace
 
 PACKET = "auto_research_evidence_packet_v0"
 # Environment variables that carry a credential never reach the command.

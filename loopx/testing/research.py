@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopx.work.agents import register_agent
-from loopx.kernel.checks import Credentials
-from loopx.work.claims import complete, should_run
 from loopx.governance.contract import init_contract
+from loopx.kernel.checks import Credentials
 from loopx.kernel.ledger import Ledger
 from loopx.research.operations import append_packet, judge, propose_hypothesis
+from loopx.work.agents import register_agent
+from loopx.work.claims import complete, should_run
 from loopx.work.todos import add_todos
 
 CONTRACT: dict[str, Any] = {

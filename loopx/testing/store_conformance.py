@@ -20,7 +20,13 @@ import pytest
 
 from loopx.kernel.canonical import GENESIS_HASH, dumps, parse_ts, record_hash
 from loopx.kernel.errors import ConflictError, NotFound, RecordRejected
-from loopx.kernel.store.base import MAX_BATCH_BYTES, MAX_RECORD_BYTES, Cursor, Record, Store
+from loopx.kernel.store.base import (
+    MAX_BATCH_BYTES,
+    MAX_RECORD_BYTES,
+    Cursor,
+    Record,
+    Store,
+)
 
 __all__ = [
     "Backend",

@@ -14,7 +14,7 @@ class ContractInit:
     contract: dict[str, Any]
 
 
-@tool("contract.init", risk="write", params=ContractInit, writes=True)
+@tool("contract.init", params=ContractInit, writes=True)
 def contract_init(ctx: ToolContext, p: ContractInit) -> dict[str, Any]:
     """Write the research contract's first version (curator); the campaign becomes planned."""
     from loopx.governance.contract import contract_version, init_contract
@@ -29,7 +29,7 @@ class ContractShow:
     version: int | None = None
 
 
-@tool("contract.show", risk="read", params=ContractShow, writes=False)
+@tool("contract.show", params=ContractShow, writes=False)
 def contract_show(ctx: ToolContext, p: ContractShow) -> dict[str, Any]:
     """The contract in force (or an earlier version), with every version's change note."""
     from loopx.governance.contract import contract_version
@@ -64,7 +64,7 @@ class ContractAmend:
     replacement: dict[str, Any] | None = None
 
 
-@tool("contract.amend", risk="write", params=ContractAmend, writes=True)
+@tool("contract.amend", params=ContractAmend, writes=True)
 def contract_amend(ctx: ToolContext, p: ContractAmend) -> dict[str, Any]:
     """Write the next contract version (curator): settings by dotted path, or a whole contract."""
     from loopx.governance.contract import amend_contract
@@ -87,7 +87,7 @@ class Propose:
     proposal_id: str | None = None
 
 
-@tool("action.propose", risk="write", params=Propose, writes=True)
+@tool("action.propose", params=Propose, writes=True)
 def action_propose(ctx: ToolContext, p: Propose) -> dict[str, Any]:
     """Propose an action through a tool; returns whether it is eligible, needs approval, may run."""
     from loopx.governance.actions import propose
@@ -105,7 +105,7 @@ class OwnerVerdict:
     approver: str | None = None
 
 
-@tool("action.approve", risk="write", params=OwnerVerdict, writes=True)
+@tool("action.approve", params=OwnerVerdict, writes=True)
 def action_approve(ctx: ToolContext, p: OwnerVerdict) -> dict[str, Any]:
     """Approve a proposal, decision or preview (owner token); approval never executes anything."""
     from loopx.governance.actions import decide_approval
@@ -114,7 +114,7 @@ def action_approve(ctx: ToolContext, p: OwnerVerdict) -> dict[str, Any]:
                            note=p.note, kind=p.subject, approver=p.approver)
 
 
-@tool("action.reject", risk="write", params=OwnerVerdict, writes=True)
+@tool("action.reject", params=OwnerVerdict, writes=True)
 def action_reject(ctx: ToolContext, p: OwnerVerdict) -> dict[str, Any]:
     """Reject a proposal, decision or preview (owner token)."""
     from loopx.governance.actions import decide_approval
@@ -128,7 +128,7 @@ class ProposalRef:
     proposal_id: str
 
 
-@tool("action.can_execute", risk="read", params=ProposalRef, writes=False)
+@tool("action.can_execute", params=ProposalRef, writes=False)
 def action_can_execute(ctx: ToolContext, p: ProposalRef) -> dict[str, Any]:
     """Whether a proposal may execute now, with every reason it may not."""
     from loopx.governance.actions import verdict
@@ -136,7 +136,7 @@ def action_can_execute(ctx: ToolContext, p: ProposalRef) -> dict[str, Any]:
     return verdict(ctx.view(), p.proposal_id)
 
 
-@tool("action.status", risk="read", params=ProposalRef, writes=False)
+@tool("action.status", params=ProposalRef, writes=False)
 def action_status(ctx: ToolContext, p: ProposalRef) -> dict[str, Any]:
     """One proposal: what it asks, its approval, its result and whether it may execute."""
     from loopx.governance.actions import proposal_row, verdict
@@ -154,7 +154,7 @@ class RecordResult:
     usage: dict[str, float] = field(default_factory=dict)
 
 
-@tool("action.record", risk="write", params=RecordResult, writes=True)
+@tool("action.record", params=RecordResult, writes=True)
 def action_record(ctx: ToolContext, p: RecordResult) -> dict[str, Any]:
     """Record what came of an executed proposal, success or failure, and the usage it cost."""
     from loopx.governance.actions import record_result
@@ -163,7 +163,7 @@ def action_record(ctx: ToolContext, p: RecordResult) -> dict[str, Any]:
                          result=p.result, error=p.error, usage=p.usage or None)
 
 
-@tool("approvals.list", risk="read", params=NoParams, writes=False)
+@tool("approvals.list", params=NoParams, writes=False)
 def approvals_list(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     """What awaits the owner's approval, oldest first."""
     from loopx.governance.actions import pending_approvals
@@ -184,7 +184,7 @@ class UsageAdd:
     under_epoch: int | None = None
 
 
-@tool("usage.add", risk="write", params=UsageAdd, writes=True)
+@tool("usage.add", params=UsageAdd, writes=True)
 def usage_add(ctx: ToolContext, p: UsageAdd) -> dict[str, Any]:
     """Record resource use by the calling agent (non-negative increments)."""
     from loopx.governance.usage import add_usage
@@ -196,7 +196,7 @@ def usage_add(ctx: ToolContext, p: UsageAdd) -> dict[str, Any]:
                      note=p.note, under=under)
 
 
-@tool("usage.show", risk="read", params=NoParams, writes=False)
+@tool("usage.show", params=NoParams, writes=False)
 def usage_show(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     """Usage against the budget, in total and per agent."""
     from loopx.governance.usage import usage_report
@@ -216,7 +216,7 @@ class FindingAdd:
     under_epoch: int | None = None
 
 
-@tool("finding.add", risk="write", params=FindingAdd, writes=True)
+@tool("finding.add", params=FindingAdd, writes=True)
 def finding_add(ctx: ToolContext, p: FindingAdd) -> dict[str, Any]:
     """Record a finding of one statement kind, with the evidence it rests on."""
     from loopx.governance.findings import add_finding
@@ -232,7 +232,7 @@ class FindingList:
     include_superseded: bool = False
 
 
-@tool("finding.list", risk="read", params=FindingList, writes=False)
+@tool("finding.list", params=FindingList, writes=False)
 def finding_list(ctx: ToolContext, p: FindingList) -> dict[str, Any]:
     """Findings grouped by standing: established, qualified, not established, risks."""
     from loopx.governance.findings import finding_groups
@@ -240,7 +240,7 @@ def finding_list(ctx: ToolContext, p: FindingList) -> dict[str, Any]:
     return finding_groups(ctx.view(), include_superseded=p.include_superseded)
 
 
-@tool("campaign.status", risk="read", params=NoParams, writes=False)
+@tool("campaign.status", params=NoParams, writes=False)
 def campaign_status(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     """The campaign: state, contract version, iterations, budget and what awaits approval."""
     from loopx.governance.campaign import status
@@ -255,7 +255,7 @@ class Evaluate:
     dry_run: bool = False
 
 
-@tool("campaign.evaluate", risk="write", params=Evaluate, writes=True)
+@tool("campaign.evaluate", params=Evaluate, writes=True)
 def campaign_evaluate(ctx: ToolContext, p: Evaluate) -> dict[str, Any]:
     """Evaluate the stop policy now; stop the campaign if a reason applies (unless dry_run)."""
     from loopx.governance.campaign import evaluate
@@ -270,12 +270,12 @@ class Transition:
     reason: str
 
 
-@tool("campaign.transition", risk="write", params=Transition, writes=True)
+@tool("campaign.transition", params=Transition, writes=True)
 def campaign_transition(ctx: ToolContext, p: Transition) -> dict[str, Any]:
     """Move the campaign state machine (illegal moves are refused, naming the legal ones)."""
     from loopx.governance.campaign import transition
-    from loopx.kernel.errors import UsageProblem
     from loopx.governance.rules import STATES
+    from loopx.kernel.errors import UsageProblem
 
     if p.to_state not in STATES:
         raise UsageProblem(f"unknown state {p.to_state!r}; states: {', '.join(STATES)}")

@@ -15,7 +15,7 @@ class Append:
     expect_seq: int | None = None
 
 
-@tool("record.append", risk="write", params=Append, writes=True)
+@tool("record.append", params=Append, writes=True)
 def record_append(ctx: ToolContext, p: Append) -> dict[str, Any]:
     """Append a draft, or a list of drafts as one atomic batch, through the checked path."""
     records = ctx.ledger.append(p.drafts, creds=ctx.credentials(), kind=p.kind,
@@ -30,7 +30,7 @@ class RecordRef:
     ref: str
 
 
-@tool("record.show", risk="read", params=RecordRef, writes=False)
+@tool("record.show", params=RecordRef, writes=False)
 def record_show(ctx: ToolContext, p: RecordRef) -> dict[str, Any]:
     """One stored record, by record id or by seq number."""
     store = ctx.ledger.store
@@ -42,7 +42,7 @@ class Verify:
     expect: str | None = None
 
 
-@tool("verify", risk="read", params=Verify, writes=False)
+@tool("verify", params=Verify, writes=False)
 def verify(ctx: ToolContext, p: Verify) -> dict[str, Any]:
     """Check the whole log: chain, sequence, batches, schemas, and the write checks."""
     from loopx.kernel.errors import UsageProblem

@@ -16,7 +16,7 @@ class AgentRegister:
     note: str | None = None
 
 
-@tool("agent.register", risk="write", params=AgentRegister, writes=True)
+@tool("agent.register", params=AgentRegister, writes=True)
 def agent_register(ctx: ToolContext, p: AgentRegister) -> dict[str, Any]:
     """Grant an agent a role (owner token); the agent's token is returned once."""
     from loopx.work.agents import register_agent
@@ -33,7 +33,7 @@ class AgentRevoke:
     reason: str = ""
 
 
-@tool("agent.revoke", risk="destructive", params=AgentRevoke, writes=True)
+@tool("agent.revoke", params=AgentRevoke, writes=True)
 def agent_revoke(ctx: ToolContext, p: AgentRevoke) -> dict[str, Any]:
     """Revoke an agent's grant (owner token); its leases lapse and its token is refused."""
     from loopx.work.agents import revoke_agent
@@ -43,7 +43,7 @@ def agent_revoke(ctx: ToolContext, p: AgentRevoke) -> dict[str, Any]:
             "seq": record["seq"]}
 
 
-@tool("agent.list", risk="read", params=NoParams, writes=False)
+@tool("agent.list", params=NoParams, writes=False)
 def agent_list(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     """Every registered agent: role, grant, revoked, claims made, leases held now."""
     from loopx.work.agents import agent_rows
@@ -58,7 +58,7 @@ class TodoAdd:
     under_epoch: int | None = None
 
 
-@tool("todo.add", risk="write", params=TodoAdd, writes=True)
+@tool("todo.add", params=TodoAdd, writes=True)
 def todo_add(ctx: ToolContext, p: TodoAdd) -> dict[str, Any]:
     """Add todos (todo_item_v0 payloads) as one batch, optionally under a held todo."""
     from loopx.work.todos import add_todos
@@ -77,7 +77,7 @@ class TodoList:
     agent_id: str | None = None
 
 
-@tool("todo.list", risk="read", params=TodoList, writes=False)
+@tool("todo.list", params=TodoList, writes=False)
 def todo_list(ctx: ToolContext, p: TodoList) -> dict[str, Any]:
     """Todos in the order added, filtered by role, state and holder or assignee."""
     from loopx.kernel.errors import UsageProblem
@@ -96,7 +96,7 @@ class TodoRef:
     todo_id: str
 
 
-@tool("todo.show", risk="read", params=TodoRef, writes=False)
+@tool("todo.show", params=TodoRef, writes=False)
 def todo_show(ctx: ToolContext, p: TodoRef) -> dict[str, Any]:
     """One todo: its state, holder, epoch, lease, blockers and attempts."""
     from loopx.work.todos import todo_row
@@ -104,7 +104,7 @@ def todo_show(ctx: ToolContext, p: TodoRef) -> dict[str, Any]:
     return todo_row(ctx.view(), p.todo_id, ctx.ledger.now())
 
 
-@tool("todo.claim", risk="write", params=TodoRef, writes=True)
+@tool("todo.claim", params=TodoRef, writes=True)
 def todo_claim(ctx: ToolContext, p: TodoRef) -> dict[str, Any]:
     """Claim a named todo explicitly, as the role's profile allows (executors: successors)."""
     from loopx.work.claims import claim
@@ -119,7 +119,7 @@ class Heartbeat:
     ttl_seconds: float | None = None
 
 
-@tool("todo.heartbeat", risk="write", params=Heartbeat, writes=True)
+@tool("todo.heartbeat", params=Heartbeat, writes=True)
 def todo_heartbeat(ctx: ToolContext, p: Heartbeat) -> dict[str, Any]:
     """Extend the lease on a held todo."""
     from loopx.work.claims import heartbeat
@@ -134,7 +134,7 @@ class Release:
     reason: str | None = None
 
 
-@tool("todo.release", risk="write", params=Release, writes=True)
+@tool("todo.release", params=Release, writes=True)
 def todo_release(ctx: ToolContext, p: Release) -> dict[str, Any]:
     """Give a held todo back unfinished; it is open again at once."""
     from loopx.work.claims import release
@@ -149,7 +149,7 @@ class Complete:
     result: dict[str, Any] = field(default_factory=dict)
 
 
-@tool("todo.complete", risk="write", params=Complete, writes=True)
+@tool("todo.complete", params=Complete, writes=True)
 def todo_complete(ctx: ToolContext, p: Complete) -> dict[str, Any]:
     """Complete a held todo with its result; the role's successor rules fire in the same step."""
     from loopx.work.claims import complete
@@ -165,7 +165,7 @@ class Fail:
     result: dict[str, Any] = field(default_factory=dict)
 
 
-@tool("todo.fail", risk="write", params=Fail, writes=True)
+@tool("todo.fail", params=Fail, writes=True)
 def todo_fail(ctx: ToolContext, p: Fail) -> dict[str, Any]:
     """Record a failed attempt; the todo reopens until its attempts are spent."""
     from loopx.work.claims import fail
@@ -179,7 +179,7 @@ class ShouldRun:
     claim: bool = False
 
 
-@tool("quota.should_run", risk="write", params=ShouldRun, writes=True)
+@tool("quota.should_run", params=ShouldRun, writes=True)
 def quota_should_run(ctx: ToolContext, p: ShouldRun) -> dict[str, Any]:
     """What this agent should do next; with claim, select and claim in one locked step."""
     from loopx.work.claims import should_run
@@ -188,11 +188,11 @@ def quota_should_run(ctx: ToolContext, p: ShouldRun) -> dict[str, Any]:
                       creds=ctx.credentials() if p.claim else None)
 
 
-@tool("status", risk="read", params=NoParams, writes=False)
+@tool("status", params=NoParams, writes=False)
 def status(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     """One screen of the campaign: agents, leases held, todos by state, profile drift."""
-    from loopx.work.agents import agent_rows
     from loopx.governance.state import current_contract
+    from loopx.work.agents import agent_rows
     from loopx.work.todos import counts_by_state, todo_rows
 
     state = ctx.ledger.state()
@@ -232,7 +232,7 @@ def _profile_drift(ctx: ToolContext, lanes: dict[str, Any]) -> list[str]:
     return drift
 
 
-@tool("lanes.show", risk="read", params=NoParams, writes=False)
+@tool("lanes.show", params=NoParams, writes=False)
 def lanes_show(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     """The role profiles in force (as recorded in the log)."""
     from loopx.work.scope import role_scope
@@ -243,7 +243,7 @@ def lanes_show(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
                          for _, profile in sorted(profiles.items())]}
 
 
-@tool("lanes.apply", risk="write", params=NoParams, writes=True)
+@tool("lanes.apply", params=NoParams, writes=True)
 def lanes_apply(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     """Validate the profile files in .loopx/lanes/ and record those that changed (owner token)."""
     from loopx.work.profiles import load_profiles

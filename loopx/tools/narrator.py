@@ -16,7 +16,7 @@ class Render:
     format: str = "md"
 
 
-@tool("story.render", risk="read", params=Render, writes=False)
+@tool("story.render", params=Render, writes=False)
 def story_render(ctx: ToolContext, p: Render) -> dict[str, Any]:
     """Render the case story or the board through both gates; returns the text, publishes
     nothing."""
@@ -34,7 +34,7 @@ class Publish:
     publication_id: str | None = None
 
 
-@tool("story.publish", risk="write", params=Publish, writes=True)
+@tool("story.publish", params=Publish, writes=True)
 def story_publish(ctx: ToolContext, p: Publish) -> dict[str, Any]:
     """Publish the story or the board to a file, with a record pinning the snapshot it shows."""
     from loopx.narrator.publish import publish
@@ -48,7 +48,7 @@ class Preview:
     preview_id: str | None = None
 
 
-@tool("story.preview", risk="write", params=Preview, writes=True)
+@tool("story.preview", params=Preview, writes=True)
 def story_preview(ctx: ToolContext, p: Preview) -> dict[str, Any]:
     """Record a preview of the story's new first screen for the owner to approve."""
     from loopx.narrator.publish import preview

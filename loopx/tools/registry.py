@@ -6,8 +6,9 @@ import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
+from loopx.governance.tool_risks import TOOL_RISKS, RiskClass
 from loopx.kernel.errors import FieldProblem, RecordRejected, UsageProblem
 
 if TYPE_CHECKING:
@@ -15,8 +16,6 @@ if TYPE_CHECKING:
     from loopx.kernel.ledger import Ledger
     from loopx.workspace import Workspace
 
-RiskClass = Literal["read", "write", "compute", "external", "destructive"]
-RISK_CLASSES: tuple[RiskClass, ...] = ("read", "write", "compute", "external", "destructive")
 
 
 @dataclass
@@ -106,12 +105,14 @@ def all_tools() -> dict[str, Tool]:
     return TOOLS
 
 
-def tool(name: str, *, risk: RiskClass, params: type[Any], writes: bool
+def tool(name: str, *, params: type[Any], writes: bool
          ) -> Callable[[Callable[[ToolContext, Any], dict[str, Any]]],
                        Callable[[ToolContext, Any], dict[str, Any]]]:
-    """Register a function as the tool ``name``; its docstring's first line is the summary."""
-    if risk not in RISK_CLASSES:
-        raise ValueError(f"unknown risk class {risk!r}")
+    """Register a function as the tool ``name``; its docstring's first line is the summary and
+    its risk class is the one :data:`loopx.governance.tool_risks.TOOL_RISKS` gives it."""
+    risk = TOOL_RISKS.get(name)
+    if risk is None:
+        raise ValueError(f"tool {name!r}: add its risk class to loopx/governance/tool_risks.py")
 
     def register(fn: Callable[[ToolContext, Any], dict[str, Any]]
                  ) -> Callable[[ToolContext, Any], dict[str, Any]]:

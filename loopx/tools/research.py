@@ -25,7 +25,7 @@ class HypothesisPropose:
     todos: list[dict[str, Any]] = field(default_factory=list)
 
 
-@tool("hypothesis.propose", risk="write", params=HypothesisPropose, writes=True)
+@tool("hypothesis.propose", params=HypothesisPropose, writes=True)
 def hypothesis_propose(ctx: ToolContext, p: HypothesisPropose) -> dict[str, Any]:
     """Propose a hypothesis under a held todo, with the todos that will work on it."""
     from loopx.research.operations import propose_hypothesis
@@ -41,7 +41,7 @@ class AppendPacket:
     under_epoch: int | None = None
 
 
-@tool("evidence.append_packet", risk="write", params=AppendPacket, writes=True)
+@tool("evidence.append_packet", params=AppendPacket, writes=True)
 def evidence_append_packet(ctx: ToolContext, p: AppendPacket) -> dict[str, Any]:
     """Record one attempt's evidence packet (scored or failed) under the held todo."""
     from loopx.research.operations import append_packet
@@ -56,7 +56,7 @@ class Judge:
     split: str
 
 
-@tool("evidence.judge", risk="write", params=Judge, writes=True)
+@tool("evidence.judge", params=Judge, writes=True)
 def evidence_judge(ctx: ToolContext, p: Judge) -> dict[str, Any]:
     """Judge every scored packet of a hypothesis on one split under the contract's rule and
     record it; a held-out judgement is final."""
@@ -73,7 +73,7 @@ class Audit:
     note: str | None = None
 
 
-@tool("novelty.audit", risk="write", params=Audit, writes=True)
+@tool("novelty.audit", params=Audit, writes=True)
 def novelty_audit(ctx: ToolContext, p: Audit) -> dict[str, Any]:
     """Record an independent novelty audit (never of a hypothesis the auditor proposed)."""
     from loopx.research.operations import audit_novelty
@@ -87,11 +87,11 @@ class GateCheck:
     hypothesis_id: str
 
 
-@tool("gate.check", risk="write", params=GateCheck, writes=True)
+@tool("gate.check", params=GateCheck, writes=True)
 def gate_check(ctx: ToolContext, p: GateCheck) -> dict[str, Any]:
     """Verify the protected boundary from git for the evidence a hypothesis rests on; record it."""
-    from loopx.research.protected import repo_root
     from loopx.research.operations import check_gate
+    from loopx.research.protected import repo_root
 
     return check_gate(ctx.ledger, ctx.credentials(), p.hypothesis_id,
                       repo=repo_root(ctx.workspace.root))
@@ -106,7 +106,7 @@ class Decide:
     decision_id: str | None = None
 
 
-@tool("decision.decide", risk="write", params=Decide, writes=True)
+@tool("decision.decide", params=Decide, writes=True)
 def decision_decide(ctx: ToolContext, p: Decide) -> dict[str, Any]:
     """Promote or retire a hypothesis on its candidate, bound to its revision (evaluator)."""
     from loopx.research.decisions import decide
@@ -115,7 +115,7 @@ def decision_decide(ctx: ToolContext, p: Decide) -> dict[str, Any]:
                   note=p.note, decision_id=p.decision_id)
 
 
-@tool("graph.export", risk="read", params=NoParams, writes=False)
+@tool("graph.export", params=NoParams, writes=False)
 def graph_export(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     """The research_evidence_graph_v0: typed nodes and edges, in a fixed order."""
     from loopx.research.graph import graph_json
@@ -129,7 +129,7 @@ class Frontier:
     agent_id: str | None = None
 
 
-@tool("frontier.show", risk="read", params=Frontier, writes=False)
+@tool("frontier.show", params=Frontier, writes=False)
 def frontier_show(ctx: ToolContext, p: Frontier) -> dict[str, Any]:
     """decentralized_research_frontier_v0: each hypothesis' state, next action and its role."""
     from loopx.research.projections import frontier
@@ -145,7 +145,7 @@ def frontier_show(ctx: ToolContext, p: Frontier) -> dict[str, Any]:
             "agent_id": p.agent_id, "role": role, "hypotheses": [r.to_json() for r in rows]}
 
 
-@tool("candidates.list", risk="read", params=NoParams, writes=False)
+@tool("candidates.list", params=NoParams, writes=False)
 def candidates_list(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     """Promotion, retirement and retry candidates, each with the records it rests on."""
     from loopx.research.projections import candidates

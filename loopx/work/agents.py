@@ -6,11 +6,11 @@ from typing import Any
 
 from loopx.kernel.checks import Credentials, Identity
 from loopx.kernel.errors import Refused
-from loopx.work.state import LaneState
 from loopx.kernel.ledger import Ledger
-from loopx.work.should_run import live_holdings, quota_left
 from loopx.kernel.store.base import Record
 from loopx.kernel.tokens import new_token, token_digest
+from loopx.work.should_run import live_holdings, quota_left
+from loopx.work.state import LaneState
 
 
 def register_agent(ledger: Ledger, creds: Credentials, agent_id: str, role: str, *,

@@ -10,12 +10,12 @@ from typing import Any
 
 from loopx.kernel.checks import Credentials, Identity
 from loopx.kernel.errors import Refused
-from loopx.work.state import LaneState, effective
-from loopx.work.leases import add_seconds, lease_live
 from loopx.kernel.ledger import Ledger
+from loopx.kernel.store.base import Record
+from loopx.work.leases import add_seconds, lease_live
 from loopx.work.scope import claim_scope
 from loopx.work.should_run import Decision, decision_json, select, split_data
-from loopx.kernel.store.base import Record
+from loopx.work.state import LaneState, effective
 from loopx.work.successors import successor_todos
 from loopx.work.todos import find_todo
 

@@ -29,8 +29,8 @@ def parse_profile(name: str, data: bytes) -> dict[str, Any]:
     """
     from pydantic import ValidationError
 
-    from loopx.work.records import LaneProfileV0
     from loopx.kernel.kinds import pydantic_problems
+    from loopx.work.records import LaneProfileV0
 
     try:
         doc = tomllib.loads(data.decode("utf-8"))

@@ -10,14 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopx.governance.state import current_contract
+from loopx.kernel.domains import installed
 from loopx.kernel.errors import NotFound, Unauthorized
-from loopx.governance.rules import campaign_block, todo_over_budget
-from loopx.work.state import LaneState, effective, fast_get
+from loopx.work.extensions import CAMPAIGN_BLOCK, CLAIM_DATA, PASS_OVER, Block, PassOver
 from loopx.work.leases import lease_live
-from loopx.research.checks import heldout_over_budget, moot_evaluation
-from loopx.research.state import EVALUATION_SPLITS, HELDOUT_ACTION
 from loopx.work.scope import claim_scope
+from loopx.work.state import LaneState, effective, fast_get
 
 REASONS = ("selected", "already_holding_lease", "no_eligible_todo", "blocked", "quota_exhausted",
            "campaign_stopped", "campaign_paused", "budget_exhausted", "awaiting_approval")
@@ -109,9 +107,9 @@ def select(lanes: LaneState, agent_id: str, now: str) -> Decision:
         return Decision(agent_id, role, False, "quota_exhausted")
     get = fast_get(lanes["todos"])
     queues = lanes["queues"]
+    pass_over = installed().extensions(PASS_OVER)
     any_blocked = False
-    too_costly: list[str] = []
-    spent_reads: list[str] = []
+    skipped: dict[PassOver, list[str]] = {}
     # Todos assigned to this agent first, then the role's; each queue is in selection order.
     for queue in (queues.get(f"@{agent_id}", ()), queues.get(role, ())):
         for _, _, todo_id in queue:
@@ -121,24 +119,32 @@ def select(lanes: LaneState, agent_id: str, now: str) -> Decision:
             if blockers(todo, lanes):
                 any_blocked = True
                 continue
-            if todo.get("cost") and todo_over_budget(lanes, todo):
-                too_costly.append(todo_id)
+            why = next((w for hook in pass_over if (w := hook(lanes, todo)) is not None), None)
+            if why is not None:
+                skipped.setdefault(why, []).append(todo_id)
                 continue
-            if todo["action_kind"] == HELDOUT_ACTION and heldout_over_budget(lanes, todo):
-                spent_reads.append(todo_id)  # its claim would be refused (and recorded)
-                continue
-            if moot_evaluation(lanes, todo):
-                continue  # its hypothesis is decided; its claim would be refused
             return Decision(agent_id, role, True, "selected", todo_id)
-    if too_costly and not any_blocked:
-        return Decision(agent_id, role, False, "budget_exhausted",
-                        detail={"over_budget_todos": sorted(too_costly)[:8]})
+    reasoned = [(why, ids) for why, ids in skipped.items() if why.reason is not None]
+    if reasoned and not any_blocked:
+        why, ids = reasoned[0]
+        return Decision(agent_id, role, False, str(why.reason),
+                        detail={why.detail_key: sorted(ids)[:8]} if why.detail_key else {})
     if any_blocked:
         blocked = [t for queue in (queues.get(f"@{agent_id}", ()), queues.get(role, ()))
                    for _, _, t in queue if blockers(get(t), lanes)]
         return Decision(agent_id, role, False, "blocked", blocked=sorted(blocked)[:8])
-    detail = {"heldout_budget_spent": sorted(spent_reads)[:8]} if spent_reads else {}
+    detail = {why.detail_key: sorted(ids)[:8] for why, ids in skipped.items()
+              if why.reason is None and why.detail_key is not None}
     return Decision(agent_id, role, False, "no_eligible_todo", detail=detail)
+
+
+def campaign_block(lanes: LaneState, agent_id: str) -> Block | None:
+    """The first reason a higher domain gives for holding ``agent_id`` back (None: none)."""
+    for hook in installed().extensions(CAMPAIGN_BLOCK):
+        block = hook(lanes, agent_id)
+        if block is not None:
+            return block  # type: ignore[no-any-return]
+    return None
 
 
 def claim_packet(lanes: LaneState, goal_id: str, agent_id: str, todo_id: str, *,
@@ -173,17 +179,13 @@ def claim_packet(lanes: LaneState, goal_id: str, agent_id: str, todo_id: str, *,
 
 def split_data(lanes: LaneState, todo: dict[str, Any], *,
                reveal: bool) -> dict[str, Any] | None:
-    """The evaluation split a todo works on, with its location when ``reveal`` (the agent holds
-    the claim): the held-out location appears only there, in a held-out todo's claim packet.
-    This keeps honest agents off held-out data; the contract record itself is readable by
-    anyone with the log."""
-    split = EVALUATION_SPLITS.get(todo["action_kind"])
-    contract = current_contract(lanes)
-    if split is None or contract is None:
-        return None
-    spec = contract["evaluation"][split]
-    return {"split": split, "name": spec["name"],
-            "location": spec.get("location") if reveal else None}
+    """The ``data`` of a claim packet: what a higher domain says the todo works on (the
+    evaluation split, with its location only when ``reveal``: the agent holds the claim)."""
+    for hook in installed().extensions(CLAIM_DATA):
+        data = hook(lanes, todo, reveal)
+        if data is not None:
+            return data  # type: ignore[no-any-return]
+    return None
 
 
 def decision_json(decision: Decision, lanes: LaneState, goal_id: str, *, claimed: bool) -> dict[str, Any]:

@@ -1,10 +1,10 @@
-"""The checked state: role profiles, agents and their grants, todos and leases, plus the
-governance slices folded by :mod:`loopx.governance.state`, the research slices folded by
-:mod:`loopx.research.state` and the narrator's folded by :mod:`loopx.narrator.state`.
+"""The lanes' slices of folded state: role profiles, agents and their grants, todos and leases,
+and the per-role queues selection reads.
 
-This is everything the write checks and should-run read. Updates are copy-on-write (each entry
-is replaced, never mutated in place), so the same code folds the log and checks a batch against
-an overlay of the state without touching it.
+Updates are copy-on-write (each entry is replaced, never mutated in place), so the same
+handlers fold the log and check a batch against an overlay of the state without touching it.
+``queues`` holds the todos not yet done, per role (or per assignee, ``@agent``), sorted by
+(-priority, seq): selection takes the first claimable one instead of walking every todo.
 """
 
 from __future__ import annotations
@@ -13,43 +13,10 @@ import bisect
 from collections import ChainMap
 from typing import Any
 
-from loopx.governance import state as campaign_state
-from loopx.research import state as research_state
-from loopx.work.leases import add_seconds
-from loopx.narrator import state as narrator_state
+from loopx.kernel.canonical import add_seconds
 
 LaneState = dict[str, Any]
-LANE_SLICES = ("profiles", "agents", "todos", "queues")
-SLICES = (LANE_SLICES + campaign_state.SLICES + research_state.SLICES
-          + narrator_state.SLICES)
-
-
-class LanesReducer:
-    """Folds profiles, grants, revocations, todos, claims and todo events, then the governance
-    records (contract, campaign status, proposals, approvals, usage, findings, decisions), then
-    the research records (hypotheses, packets, judgements, audits, gate results), then the
-    narrator's (previews and publications).
-
-    ``queues`` holds the todos not yet done, per role (or per assignee, ``@agent``), sorted by
-    (-priority, seq): selection takes the first claimable one instead of walking every todo.
-    Queues are replaced, never edited in place, so overlays stay cheap and correct.
-    """
-
-    name = "lanes"
-    version = 7
-
-    def initial(self) -> LaneState:
-        state: LaneState = {name: {} for name in SLICES}
-        state["campaign"] = campaign_state.initial_campaign()
-        return state
-
-    def apply(self, state: LaneState, record: dict[str, Any]) -> None:
-        apply_record(state, record)
-
-
-def overlay(state: LaneState) -> LaneState:
-    """A view that records updates in front of ``state`` and leaves ``state`` unchanged."""
-    return {name: ChainMap({}, state[name]) for name in SLICES}
+SLICES = ("profiles", "agents", "todos", "queues")
 
 
 def fast_get(mapping: Any) -> Any:
@@ -93,16 +60,6 @@ def effective(todo: dict[str, Any], profiles: Any, field: str) -> Any:
         return own
     profile = profiles.get(todo["role"]) or {}
     return profile.get(field, {"lease_ttl_seconds": 300.0, "max_attempts": 3}[field])
-
-
-def apply_record(state: LaneState, record: dict[str, Any]) -> None:
-    """Fold one record into the lanes slice (or an overlay of it)."""
-    handler = _HANDLERS.get(record["schema_version"])
-    if handler is not None:
-        handler(state, record, record["payload"])
-    campaign_state.apply_campaign(state, record)
-    research_state.apply_research(state, record)
-    narrator_state.apply_narrator(state, record)
 
 
 def _profile(state: LaneState, record: dict[str, Any], p: dict[str, Any]) -> None:
@@ -190,7 +147,7 @@ def _event(state: LaneState, record: dict[str, Any], p: dict[str, Any]) -> None:
         agents[holder] = {**agent, "holding": [t for t in agent["holding"] if t != todo_id]}
 
 
-_HANDLERS = {
+FOLDS = {
     "lane_profile_v0": _profile,
     "agent_grant_v0": _grant,
     "agent_revocation_v0": _revoke,

@@ -6,11 +6,11 @@ from typing import Any
 
 from loopx.kernel.checks import Credentials
 from loopx.kernel.errors import NotFound
-from loopx.work.state import LaneState, effective
-from loopx.work.leases import lease_live
 from loopx.kernel.ledger import Ledger
-from loopx.work.should_run import blockers
 from loopx.kernel.store.base import Record
+from loopx.work.leases import lease_live
+from loopx.work.should_run import blockers
+from loopx.work.state import LaneState, effective
 
 STATES = ("open", "blocked", "claimed", "expired", "completed", "failed")
 

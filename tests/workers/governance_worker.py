@@ -13,9 +13,9 @@ import os
 import sys
 
 from loopx.governance.actions import decide_approval, pending_approvals, propose
-from loopx.kernel.checks import Credentials
 from loopx.governance.findings import add_finding
 from loopx.governance.usage import add_usage
+from loopx.kernel.checks import Credentials
 from loopx.workspace import find_workspace
 
 

@@ -34,8 +34,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from loopx.kernel.canonical import add_seconds
 from loopx.kernel.errors import WorkspaceError
-from loopx.work.leases import add_seconds
 from loopx.kernel.store.base import Encoded, Record
 from loopx.kernel.store.quarantine import STORE_AGENT
 

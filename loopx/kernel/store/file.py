@@ -37,7 +37,13 @@ from loopx.kernel.store.base import (
     encode,
     seal,
 )
-from loopx.kernel.store.clock import AnchorFile, clock_record, host_monotonic, skew_setting, stamp
+from loopx.kernel.store.clock import (
+    AnchorFile,
+    clock_record,
+    host_monotonic,
+    skew_setting,
+    stamp,
+)
 from loopx.kernel.store.fs import fault, fsync_dir, write_all
 from loopx.kernel.store.lines import (
     batch_is_whole,

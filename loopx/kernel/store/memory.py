@@ -8,7 +8,16 @@ from collections.abc import Iterator, Sequence
 
 from loopx.kernel.canonical import now_ts
 from loopx.kernel.errors import ConflictError, NotFound
-from loopx.kernel.store.base import BatchBuilder, Clock, Cursor, Encoded, Record, Store, batch_ts, seal
+from loopx.kernel.store.base import (
+    BatchBuilder,
+    Clock,
+    Cursor,
+    Encoded,
+    Record,
+    Store,
+    batch_ts,
+    seal,
+)
 
 
 class MemoryStore(Store):

@@ -1,0 +1,18 @@
+"""The installed domains, in fold order: the composition root the kernel loads at first use.
+
+Each record is folded (and checked) by the lanes first, then governance, research and the
+narrator, so a later domain reads what an earlier one folded from the same record (research's
+plan versions follow the contract version governance appended). Bump :data:`FOLD_VERSION`
+whenever any domain's fold handlers change meaning: checkpoints of another version are rebuilt.
+"""
+
+from __future__ import annotations
+
+from loopx.governance.domain import DOMAIN as GOVERNANCE
+from loopx.kernel.domains import Domains
+from loopx.narrator.domain import DOMAIN as NARRATOR
+from loopx.research.domain import DOMAIN as RESEARCH
+from loopx.work.domain import DOMAIN as WORK
+
+FOLD_VERSION = 7
+DOMAINS = Domains((WORK, GOVERNANCE, RESEARCH, NARRATOR), version=FOLD_VERSION)

@@ -1,0 +1,83 @@
+"""Governance as a kernel domain: the contract, proposals and approvals, usage, findings and
+the campaign state machine, with the campaign's hold on the lanes' claims and selection."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from loopx.governance import checks, state
+from loopx.governance.rules import campaign_block
+from loopx.kernel.domains import Domain, Expected
+from loopx.kernel.errors import Refused
+from loopx.work.extensions import CAMPAIGN_BLOCK, CLAIM_CHECK, PASS_OVER
+
+if TYPE_CHECKING:
+    from loopx.kernel.kinds import KindSpec
+
+
+def kinds() -> Sequence[KindSpec]:
+    """Governance's record kinds (loads their pydantic models)."""
+    from loopx.governance.records import (
+        ActionProposalV0,
+        ActionResultV0,
+        ApprovalV0,
+        CampaignTransitionV0,
+        FindingV0,
+        ResearchContractV0,
+        UsageV0,
+    )
+    from loopx.kernel.kinds import KindSpec
+
+    return (
+        KindSpec("research_contract_v0", ResearchContractV0, "public", "self_reported", "agents",
+                 "the research contract and its amendments", secrets_checked=True),
+        KindSpec("action_proposal_v0", ActionProposalV0, "private", "self_reported", "agents",
+                 "an action an agent proposes through a tool, judged under the contract",
+                 secrets_checked=True),
+        KindSpec("approval_v0", ApprovalV0, "private", "observed", "owner",
+                 "the owner approves or rejects a proposal, a decision or a preview",
+                 secrets_checked=True),
+        KindSpec("action_result_v0", ActionResultV0, "private", "self_reported", "agents",
+                 "what came of an executed proposal, success or failure", secrets_checked=True),
+        KindSpec("usage_v0", UsageV0, "private", "self_reported", "agents",
+                 "resource use by the writing agent, as increments", secrets_checked=True),
+        KindSpec("finding_v0", FindingV0, "public", "self_reported", "agents",
+                 "a statement of one kind (fact, result, interpretation, hypothesis, ...)",
+                 secrets_checked=True),
+        KindSpec("campaign_transition_v0", CampaignTransitionV0, "public", "computed", "agents",
+                 "a move of the campaign state machine, with its stop reasons",
+                 secrets_checked=True),
+    )
+
+
+def owed_stop(view: dict[str, Any], record: dict[str, Any]) -> list[Expected]:
+    """The stop a decision (already folded in) fires, if the stop policy says so now."""
+    if record["schema_version"] != "research_decision_v0":
+        return []
+    stop = checks.stop_transition(view, record)
+    if stop is None:
+        return []
+    return [Expected(f"the stop transition the policy fires ({', '.join(stop['stop_reasons'])})",
+                     lambda r: _check_stop(r, stop))]
+
+
+def _check_stop(record: dict[str, Any], want: dict[str, Any]) -> None:
+    from loopx.governance.records import CampaignTransitionV0
+
+    normal = CampaignTransitionV0.model_validate(want).model_dump(mode="json")
+    if record["schema_version"] != "campaign_transition_v0" or record["payload"] != normal:
+        raise Refused("the stop policy fires with this decision: it must be followed by the "
+                      f"campaign's stop ({', '.join(want['stop_reasons'])}) in the same batch")
+
+
+DOMAIN = Domain(
+    name="governance",
+    slices={"campaign": state.initial_campaign, "proposals": dict, "findings": dict},
+    folds=state.FOLDS,
+    checks=checks.GOVERNANCE_CHECKS,
+    kinds=kinds,
+    after_fold=owed_stop,
+    extensions={CAMPAIGN_BLOCK: campaign_block, PASS_OVER: checks.pass_over,
+                CLAIM_CHECK: checks.check_claim},
+)

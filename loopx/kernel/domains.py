@@ -1,0 +1,177 @@
+"""The plug-in interface between the kernel and the domains that give records their meaning.
+
+The kernel appends, folds and verifies records without knowing any domain: each domain declares
+a :class:`Domain` (its record kinds, its slices of folded state, its fold handlers and write
+checks per kind, and the follow-up records a record makes its batch carry), and
+:class:`Domains` composes them in fold order. The installed set comes from the composition root
+:mod:`loopx.domains`, loaded by name at first use the way plug-in hosts load entry points, so no
+kernel module imports a domain.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections import ChainMap
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from loopx.kernel.identity import Identity
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+View = dict[str, Any]
+Record = dict[str, Any]
+FoldHandler = Callable[[View, Record, dict[str, Any]], None]
+Check = Callable[[View, Identity, Record], None]
+
+# The module that builds the installed Domains (its ``DOMAINS``); named, not imported, so the
+# kernel stays below every domain.
+COMPOSITION_ROOT = "loopx.domains"
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """A record kind: its payload model, envelope defaults and who may append it."""
+
+    name: str
+    model: type[BaseModel]
+    visibility: Literal["public", "private"]
+    provenance: Literal["observed", "computed", "self_reported", "claimed"]
+    # agents/owner: appended through the checked path; loopx: built by a loopx tool or the write
+    # path itself (never appended by hand); init/store: the genesis and repair records.
+    written_by: Literal["agents", "owner", "loopx", "init", "store"]
+    summary: str
+    # Governance kinds carry free text and tool arguments: secret-shaped values are refused.
+    secrets_checked: bool = False
+
+
+@dataclass(frozen=True)
+class Expected:
+    """A record the batch must carry next: a successor todo, or the stop a decision fires."""
+
+    label: str
+    check: Callable[[Record], None]
+
+
+FollowUps = Callable[[View, Record], list[Expected]]
+
+
+def _no_kinds() -> Sequence[KindSpec]:
+    return ()
+
+
+@dataclass(frozen=True)
+class Domain:
+    """What one domain contributes: kinds, state slices, fold handlers, checks, follow-ups.
+
+    ``kinds`` is called on first need only: record models load pydantic, which a read never
+    pays for. ``writer`` (the identity a record claims), ``gate`` (the rules every record
+    passes before its kind's checks) and ``identify`` (an agent's token) come from exactly one
+    domain; so does ``refusal``, which turns a refusal the log keeps into a record.
+    ``extensions`` are named hooks a lower domain defines and calls (``Domains.extensions``).
+    """
+
+    name: str
+    slices: Mapping[str, Callable[[], Any]]
+    folds: Mapping[str, FoldHandler] = field(default_factory=dict)
+    checks: Mapping[str, Check] = field(default_factory=dict)
+    kinds: Callable[[], Sequence[KindSpec]] = _no_kinds
+    before_fold: FollowUps | None = None  # records owed for a record not yet folded in
+    after_fold: FollowUps | None = None  # records owed once the record is folded in
+    writer: Callable[[View, Record], Identity] | None = None
+    gate: Check | None = None
+    identify: Callable[[View, str, str], Identity] | None = None
+    refusal: Callable[[Identity, Exception], tuple[str, dict[str, Any]]] | None = None
+    extensions: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+
+
+class Domains:
+    """Installed domains in fold order, with per-kind dispatch tables built once."""
+
+    def __init__(self, domains: Sequence[Domain], *, version: int) -> None:
+        self.domains = tuple(domains)
+        self.version = version
+        self.slices: dict[str, Callable[[], Any]] = {}
+        for domain in self.domains:
+            for name, initial in domain.slices.items():
+                if name in self.slices:
+                    raise ValueError(f"slice {name!r} is declared by two domains")
+                self.slices[name] = initial
+        self._folds = _by_kind(d.folds for d in self.domains)
+        self._checks = _by_kind(d.checks for d in self.domains)
+        self._before = tuple(d.before_fold for d in self.domains if d.before_fold)
+        self._after = tuple(d.after_fold for d in self.domains if d.after_fold)
+        self.writer = _single(self.domains, "writer")
+        self.gate = _single(self.domains, "gate")
+        self.identify = _single(self.domains, "identify")
+        self.refusal = _single(self.domains, "refusal")
+        self._kinds: dict[str, KindSpec] | None = None
+
+    def initial(self) -> View:
+        """The folded state of a log with no domain records yet."""
+        return {name: initial() for name, initial in self.slices.items()}
+
+    def overlay(self, view: View) -> View:
+        """A view that takes updates in front of ``view`` and leaves ``view`` unchanged."""
+        return {name: ChainMap({}, view[name]) for name in self.slices}
+
+    def fold(self, view: View, record: Record) -> None:
+        """Fold one record into ``view`` (state or overlay), domain by domain."""
+        for handler in self._folds.get(record["schema_version"], ()):
+            handler(view, record, record["payload"])
+
+    def checks_for(self, kind: str) -> tuple[Check, ...]:
+        """The write checks of ``kind``, in domain order."""
+        return self._checks.get(kind, ())
+
+    def before_fold(self, view: View, record: Record) -> list[Expected]:
+        """Records ``record`` (not yet folded) makes its batch owe."""
+        return [e for hook in self._before for e in hook(view, record)]
+
+    def after_fold(self, view: View, record: Record) -> list[Expected]:
+        """Records ``record`` (just folded into ``view``) makes its batch owe."""
+        return [e for hook in self._after for e in hook(view, record)]
+
+    def extensions(self, point: str) -> tuple[Callable[..., Any], ...]:
+        """The hooks domains registered at extension ``point``, in domain order."""
+        return tuple(d.extensions[point] for d in self.domains if point in d.extensions)
+
+    def kinds(self) -> dict[str, KindSpec]:
+        """Every domain's record kinds by name (loads the record models once)."""
+        if self._kinds is None:
+            kinds: dict[str, KindSpec] = {}
+            for domain in self.domains:
+                for spec in domain.kinds():
+                    if spec.name in kinds:
+                        raise ValueError(f"record kind {spec.name!r} is declared twice")
+                    kinds[spec.name] = spec
+            self._kinds = kinds
+        return self._kinds
+
+
+def _by_kind(tables: Iterator[Mapping[str, Any]]) -> dict[str, tuple[Any, ...]]:
+    out: dict[str, tuple[Any, ...]] = {}
+    for table in tables:
+        for kind, fn in table.items():
+            out[kind] = (*out.get(kind, ()), fn)
+    return out
+
+
+def _single(domains: Sequence[Domain], hook: str) -> Any:
+    found = [getattr(d, hook) for d in domains if getattr(d, hook) is not None]
+    if len(found) > 1:
+        raise ValueError(f"more than one domain provides {hook!r}")
+    return found[0] if found else None
+
+
+_installed: Domains | None = None
+
+
+def installed() -> Domains:
+    """The domains this installation folds and checks with (from :data:`COMPOSITION_ROOT`)."""
+    global _installed
+    if _installed is None:
+        _installed = importlib.import_module(COMPOSITION_ROOT).DOMAINS
+    return _installed

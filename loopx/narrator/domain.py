@@ -1,0 +1,35 @@
+"""The narrator as a kernel domain: first-screen previews and publications."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from loopx.kernel.domains import Domain
+from loopx.narrator import state
+from loopx.narrator.first_screen import NARRATOR_CHECKS
+
+if TYPE_CHECKING:
+    from loopx.kernel.kinds import KindSpec
+
+
+def kinds() -> Sequence[KindSpec]:
+    """The narrator's record kinds (loads their pydantic models)."""
+    from loopx.kernel.kinds import KindSpec
+    from loopx.narrator.records import PublicationPreviewV0, PublicationV0
+
+    return (
+        KindSpec("publication_preview_v0", PublicationPreviewV0, "public", "computed", "agents",
+                 "a first screen the narrator shows the owner before publishing it"),
+        KindSpec("publication_v0", PublicationV0, "public", "computed", "agents",
+                 "a published story or board, pinned to the graph snapshot it was made from"),
+    )
+
+
+DOMAIN = Domain(
+    name="narrator",
+    slices={name: dict for name in state.SLICES},
+    folds=state.FOLDS,
+    checks=NARRATOR_CHECKS,
+    kinds=kinds,
+)

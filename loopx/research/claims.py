@@ -1,0 +1,114 @@
+"""Research's rules on claims and selection: an evaluation todo whose hypothesis is decided
+(or out of attempts) is moot, a held-out todo is read within its budget, and a claim packet
+says which split the todo evaluates.
+
+Registered at the lanes' extension points (:mod:`loopx.work.extensions`) by
+:mod:`loopx.research.domain`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from loopx.governance.state import current_contract
+from loopx.kernel.errors import Refused, ResearchRefused
+from loopx.research.control import first_heldout
+from loopx.research.plan import attempt_limit, plan_version
+from loopx.research.state import (
+    EVALUATION_SPLITS,
+    HELDOUT_ACTION,
+    baseline_hypothesis,
+    counts,
+    dev_attempts,
+)
+from loopx.work.extensions import PassOver
+
+if TYPE_CHECKING:
+    from loopx.kernel.checks import Identity
+
+View = dict[str, Any]
+HELDOUT_SPENT = PassOver(None, "heldout_budget_spent")  # its claim would be refused (recorded)
+MOOT = PassOver(None, None)  # its hypothesis is decided: its claim would be refused
+
+
+def moot_evaluation(view: View, todo: dict[str, Any]) -> str | None:
+    """Why an evaluation todo is moot, if it is: its hypothesis is decided, or (a held-out
+    todo) its held-out judgement is final, or (a judge todo) it is the measured baseline.
+    Handing it out would only spend data reads, or ask for what is refused."""
+    hid = todo["hypothesis_id"]
+    if todo["action_kind"] == "judge_evidence" and hid is not None and \
+            hid == baseline_hypothesis(view):
+        return "the campaign's measured baseline, never judged itself"
+    if todo["action_kind"] not in EVALUATION_SPLITS or hid is None:
+        return None
+    decided = view["hypothesis_decisions"].get(hid)
+    if decided is not None:
+        return f"already decided ({decided})"
+    entry = view["hypotheses"].get(hid)
+    if entry is None:
+        return None
+    if todo["action_kind"] == HELDOUT_ACTION:
+        final = first_heldout(entry)
+        if final is not None and counts(view, final):
+            return f"judged on held-out data at seq {final['seq']}, which is final"
+        return None
+    limit = attempt_limit(view)
+    if len(dev_attempts(view, entry)) >= limit:
+        return f"out of attempts ({limit} used under the plan in force)"
+    return None
+
+
+def check_claim(view: View, who: Identity, todo_id: str, todo: dict[str, Any]) -> None:
+    """An evaluation todo of a decided hypothesis is not claimed; a held-out todo only while
+    its hypothesis has held-out reads left and no final held-out judgement."""
+    moot = moot_evaluation(view, todo)
+    if moot is not None:
+        raise Refused(f"todo {todo_id!r} evaluates {todo['hypothesis_id']!r}, which is {moot}")
+    over = heldout_over_budget(view, todo)
+    if over is not None:
+        reads, budget = over
+        raise ResearchRefused(
+            "heldout_budget", f"hypothesis {todo['hypothesis_id']!r} has used its held-out read "
+            f"budget ({reads} of {budget}): todo {todo_id!r} would read it again",
+            hypothesis_id=todo["hypothesis_id"], detail={"reads": reads, "budget": budget})
+
+
+def heldout_over_budget(view: View, todo: dict[str, Any]) -> tuple[int, int] | None:
+    """(reads, budget) when claiming ``todo`` would exceed its hypothesis' held-out budget."""
+    if todo["action_kind"] != HELDOUT_ACTION or todo["hypothesis_id"] is None:
+        return None
+    entry = view["hypotheses"].get(todo["hypothesis_id"])
+    contract = current_contract(view)
+    if entry is None or contract is None:
+        return None
+    if entry["hypothesis_id"] == baseline_hypothesis(view):
+        # The measured baseline is never tested, and is measured again under a new plan
+        # version: one held-out attempt per plan version, failed or scored.
+        version = plan_version(view)
+        if any(view["packets"][p]["heldout"] and view["packets"][p]["plan_version"] == version
+               for p in entry["packets"]):
+            return (1, 1)
+        return None
+    budget = contract["evaluation"]["heldout_read_budget"]
+    return (entry["heldout_reads"], budget) if entry["heldout_reads"] >= budget else None
+
+
+def pass_over(view: View, todo: dict[str, Any]) -> PassOver | None:
+    """Selection passes over a held-out todo past its read budget and a moot evaluation."""
+    if todo["action_kind"] == HELDOUT_ACTION and heldout_over_budget(view, todo):
+        return HELDOUT_SPENT
+    return MOOT if moot_evaluation(view, todo) else None
+
+
+def split_data(view: View, todo: dict[str, Any], reveal: bool) -> dict[str, Any] | None:
+    """The evaluation split a todo works on, with its location when ``reveal`` (the agent holds
+    the claim): the held-out location appears only there, in a held-out todo's claim packet.
+    This keeps honest agents off held-out data; the contract record itself is readable by
+    anyone with the log."""
+    split = EVALUATION_SPLITS.get(todo["action_kind"])
+    contract = current_contract(view)
+    if split is None or contract is None:
+        return None
+    spec = contract["evaluation"][split]
+    return {"split": split, "name": spec["name"],
+            "location": spec.get("location") if reveal else None}

@@ -1,0 +1,74 @@
+"""Research as a kernel domain: hypotheses, evidence, judgements, audits, gates, decisions and
+refusals, with research's rules on the lanes' claims and selection."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from loopx.kernel.domains import Domain
+from loopx.kernel.errors import ResearchRefused
+from loopx.research import checks, claims, state
+from loopx.work.extensions import CLAIM_CHECK, CLAIM_DATA, PASS_OVER
+from loopx.work.scope import action_of
+
+if TYPE_CHECKING:
+    from loopx.kernel.checks import Identity
+    from loopx.kernel.kinds import KindSpec
+
+LONG_TEXT = 16384  # a refusal's reason is the error message, cut to the LongText limit
+
+
+def kinds() -> Sequence[KindSpec]:
+    """Research's record kinds (loads their pydantic models)."""
+    from loopx.kernel.kinds import KindSpec
+    from loopx.research.records import (
+        AutoResearchEvidencePacketV0,
+        GateResultV0,
+        NoveltyAuditV0,
+        ResearchDecisionV0,
+        ResearchEvidenceEventV0,
+        ResearchHypothesisV0,
+        ResearchRefusalV0,
+    )
+
+    return (
+        KindSpec("research_hypothesis_v0", ResearchHypothesisV0, "public", "self_reported", "agents",
+                 "a todo-backed hypothesis, optionally refining a parent"),
+        KindSpec("auto_research_evidence_packet_v0", AutoResearchEvidencePacketV0, "public",
+                 "observed", "agents", "an executor attempt with per-split results"),
+        KindSpec("research_evidence_event_v0", ResearchEvidenceEventV0, "public", "computed", "agents",
+                 "the evaluator's scored judgement of attempts"),
+        KindSpec("research_decision_v0", ResearchDecisionV0, "public", "computed", "agents",
+                 "the evaluator/promoter promotes or retires a hypothesis (one iteration)",
+                 secrets_checked=True),
+        KindSpec("novelty_audit_v0", NoveltyAuditV0, "public", "self_reported", "agents",
+                 "an independent audit of a hypothesis' novelty claim", secrets_checked=True),
+        KindSpec("gate_result_v0", GateResultV0, "public", "computed", "loopx",
+                 "a gate check verified outside the log (the protected boundary, from git)"),
+        KindSpec("research_refusal_v0", ResearchRefusalV0, "public", "computed", "loopx",
+                 "a request a research rule refused, recorded for the audit trail"),
+    )
+
+
+def refusal(who: Identity, exc: Exception) -> tuple[str, dict[str, Any]]:
+    """The ``research_refusal_v0`` that takes a refused request's place in the log."""
+    assert isinstance(exc, ResearchRefused)
+    request = exc.request or {}
+    return "research_refusal_v0", {
+        "rule": exc.rule, "requested_kind": request.get("schema_version", "unknown"),
+        "requested_action": action_of(request) if request else "unknown",
+        "hypothesis_id": exc.hypothesis_id, "todo_id": request.get("todo_id"),
+        "reason": exc.message[:LONG_TEXT], "cites": exc.cites, "detail": exc.detail}
+
+
+DOMAIN = Domain(
+    name="research",
+    slices={name: dict for name in state.SLICES},
+    folds=state.FOLDS,
+    checks=checks.RESEARCH_CHECKS,
+    kinds=kinds,
+    refusal=refusal,
+    extensions={PASS_OVER: claims.pass_over, CLAIM_CHECK: claims.check_claim,
+                CLAIM_DATA: claims.split_data},
+)

@@ -1,0 +1,38 @@
+"""Where higher domains add rules to the lanes: selection, claims and the claim packet.
+
+The lanes know nothing of campaigns or research; governance and research register hooks under
+these names in their :class:`~loopx.kernel.domains.Domain`, and the lanes call them through
+:meth:`~loopx.kernel.domains.Domains.extensions`, in domain order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# (view, agent_id) -> Block | None: the agent takes no new work now, and why.
+CAMPAIGN_BLOCK = "work.campaign_block"
+# (view, todo) -> PassOver | None: selection skips this todo, and how that is reported.
+PASS_OVER = "work.pass_over"
+# (view, who, todo_id, todo) -> None: raises to refuse a claim the lanes' own rules allow.
+CLAIM_CHECK = "work.claim_check"
+# (view, todo, reveal) -> dict | None: the ``data`` of a claim packet (which split, where).
+CLAIM_DATA = "work.claim_data"
+
+
+@dataclass(frozen=True)
+class Block:
+    """Why an agent is held back from new work: a should-run reason and details."""
+
+    reason: str
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PassOver:
+    """Why selection skips a todo. When only such todos are left, ``reason`` (if any) is the
+    answer, with the skipped ids under ``detail_key``; otherwise they go in the detail of
+    ``no_eligible_todo``."""
+
+    reason: str | None
+    detail_key: str | None
