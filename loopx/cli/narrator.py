@@ -118,7 +118,7 @@ def board(ctx: click.Context, out: Path | None, serve: bool, port: int, agent_id
     if serve:
         if out is not None:
             raise UsageProblem("--serve and --out do not go together: serve, or publish a file")
-        from loopx.narrator.serve import serve as serve_board
+        from loopx.cli.board_server import serve as serve_board
 
         def announce(url: str) -> None:
             emit(as_json, {"url": url}, f"serving the board at {url} (Ctrl-C stops)")

@@ -14,7 +14,6 @@ from loopx.governance.rules import TRANSITIONS, awaiting
 from loopx.governance.state import TERMINAL, current_contract
 from loopx.governance.stopping import budget_rows
 from loopx.kernel.errors import Refused
-from loopx.research.plan import plan_version
 
 if TYPE_CHECKING:
     from loopx.kernel.checks import Credentials, Identity
@@ -42,7 +41,7 @@ def status(view: LaneState) -> dict[str, Any]:
             "baseline": contract["metric"]["baseline"],
             # The scalar is an assumption unless the plan measures the baseline.
             "baseline_hypothesis": contract["metric"].get("baseline_hypothesis"),
-            "plan_version": plan_version(view),
+            "plan_version": _plan_version(campaign),
             "campaign_control": contract["promotion_policy"].get("campaign_control")},
         "iterations": {k: iterations[k] for k in ("count", "best", "best_hypothesis",
                                                    "stagnant", "invalid", "last")},
@@ -106,3 +105,9 @@ def evaluate(ledger: Ledger, creds: Credentials | None, *, dry_run: bool) -> dic
         out.update(stopped=True, seq=written[0]["seq"], state="stopped",
                    reasons=written[0]["payload"]["stop_reasons"])
     return out
+
+
+def _plan_version(campaign: dict[str, Any]) -> int:
+    # The analysis plan is research's to fold (loopx.research.plan); the status reads its number.
+    plans = campaign["plans"]
+    return int(plans[-1]["version"]) if plans else 0

@@ -53,8 +53,6 @@ def kinds() -> Sequence[KindSpec]:
 
 def owed_stop(view: dict[str, Any], record: dict[str, Any]) -> list[Expected]:
     """The stop a decision (already folded in) fires, if the stop policy says so now."""
-    if record["schema_version"] != "research_decision_v0":
-        return []
     stop = checks.stop_transition(view, record)
     if stop is None:
         return []
@@ -77,7 +75,7 @@ DOMAIN = Domain(
     folds=state.FOLDS,
     checks=checks.GOVERNANCE_CHECKS,
     kinds=kinds,
-    after_fold=owed_stop,
+    after_fold={"research_decision_v0": owed_stop},
     extensions={CAMPAIGN_BLOCK: campaign_block, PASS_OVER: checks.pass_over,
                 CLAIM_CHECK: checks.check_claim},
 )

@@ -78,8 +78,10 @@ class Domain:
     folds: Mapping[str, FoldHandler] = field(default_factory=dict)
     checks: Mapping[str, Check] = field(default_factory=dict)
     kinds: Callable[[], Sequence[KindSpec]] = _no_kinds
-    before_fold: FollowUps | None = None  # records owed for a record not yet folded in
-    after_fold: FollowUps | None = None  # records owed once the record is folded in
+    # Per kind: the records a record owes its batch, judged before it is folded in (successor
+    # todos of a completion) or after (the stop a decision fires).
+    before_fold: Mapping[str, FollowUps] = field(default_factory=dict)
+    after_fold: Mapping[str, FollowUps] = field(default_factory=dict)
     writer: Callable[[View, Record], Identity] | None = None
     gate: Check | None = None
     identify: Callable[[View, str, str], Identity] | None = None
@@ -101,8 +103,8 @@ class Domains:
                 self.slices[name] = initial
         self._folds = _by_kind(d.folds for d in self.domains)
         self._checks = _by_kind(d.checks for d in self.domains)
-        self._before = tuple(d.before_fold for d in self.domains if d.before_fold)
-        self._after = tuple(d.after_fold for d in self.domains if d.after_fold)
+        self._before = _by_kind(d.before_fold for d in self.domains)
+        self._after = _by_kind(d.after_fold for d in self.domains)
         self.writer = _single(self.domains, "writer")
         self.gate = _single(self.domains, "gate")
         self.identify = _single(self.domains, "identify")
@@ -128,11 +130,13 @@ class Domains:
 
     def before_fold(self, view: View, record: Record) -> list[Expected]:
         """Records ``record`` (not yet folded) makes its batch owe."""
-        return [e for hook in self._before for e in hook(view, record)]
+        return [e for hook in self._before.get(record["schema_version"], ())
+                for e in hook(view, record)]
 
     def after_fold(self, view: View, record: Record) -> list[Expected]:
         """Records ``record`` (just folded into ``view``) makes its batch owe."""
-        return [e for hook in self._after for e in hook(view, record)]
+        return [e for hook in self._after.get(record["schema_version"], ())
+                for e in hook(view, record)]
 
     def extensions(self, point: str) -> tuple[Callable[..., Any], ...]:
         """The hooks domains registered at extension ``point``, in domain order."""

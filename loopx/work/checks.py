@@ -237,7 +237,7 @@ def check_revocation(lanes: LaneState, who: Identity, record: dict[str, Any]) ->
 
 def owed_successors(lanes: LaneState, record: dict[str, Any]) -> list[Expected]:
     """Successor todos a completion (not yet folded in) must be followed by in its batch."""
-    if record["schema_version"] != "todo_event_v0" or record["payload"]["event"] != "completed":
+    if record["payload"]["event"] != "completed":
         return []
     todo = lanes["todos"][record["todo_id"]]
     profile = lanes["profiles"].get(record["lane_role"], {})

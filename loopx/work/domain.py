@@ -56,7 +56,7 @@ DOMAIN = Domain(
         "agent_revocation_v0": checks.check_revocation,
     },
     kinds=kinds,
-    before_fold=checks.owed_successors,
+    before_fold={"todo_event_v0": checks.owed_successors},
     writer=checks.writer_of,
     gate=checks.gate,
     identify=checks.identify,
