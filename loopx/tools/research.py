@@ -90,7 +90,7 @@ class GateCheck:
 @tool("gate.check", risk="write", params=GateCheck, writes=True)
 def gate_check(ctx: ToolContext, p: GateCheck) -> dict[str, Any]:
     """Verify the protected boundary from git for the evidence a hypothesis rests on; record it."""
-    from loopx.research.protected import repo_root
+    from loopx.research.git_read import repo_root
     from loopx.research.operations import check_gate
 
     return check_gate(ctx.ledger, ctx.credentials(), p.hypothesis_id,
