@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from loopx.research.git_read import repo_root
 from loopx.research.protected import (
     NO_EVIDENCE,
     NOT_IN_GIT,
     BoundaryResult,
-    Violation,
     check_boundary,
     check_range,
     is_protected,
-    repo_root,
 )
+from loopx.research.protected_history import Violation
 
 PROTECTED = ["eval/", "data/heldout/**", "*.lock"]
 

@@ -19,7 +19,8 @@ from loopx.cli.app import (
     run_tool,
     token_file_option,
 )
-from loopx.cli.governance import baseline_words, costs
+from loopx.cli.campaign import baseline_words
+from loopx.cli.governance import costs
 from loopx.kernel.errors import UsageProblem
 
 

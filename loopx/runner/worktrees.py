@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loopx.kernel.errors import Refused, UsageProblem, WorkspaceError
-from loopx.research.protected import repo_root
+from loopx.research.git_read import repo_root
 
 WORKTREES_DIR = Path(".loopx") / "worktrees"
 EXCLUDE_LINE = ".loopx/"

@@ -90,8 +90,8 @@ class GateCheck:
 @tool("gate.check", params=GateCheck, writes=True)
 def gate_check(ctx: ToolContext, p: GateCheck) -> dict[str, Any]:
     """Verify the protected boundary from git for the evidence a hypothesis rests on; record it."""
+    from loopx.research.git_read import repo_root
     from loopx.research.operations import check_gate
-    from loopx.research.protected import repo_root
 
     return check_gate(ctx.ledger, ctx.credentials(), p.hypothesis_id,
                       repo=repo_root(ctx.workspace.root))
