@@ -45,6 +45,9 @@ class KindSpec:
     summary: str
     # Governance kinds carry free text and tool arguments: secret-shaped values are refused.
     secrets_checked: bool = False
+    # A record that shows a rendered snapshot pins the log's head (payload head_seq, head_hash):
+    # verify holds it to a head this log really had, before it.
+    pins_head: bool = False
 
 
 @dataclass(frozen=True)

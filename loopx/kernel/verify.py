@@ -21,7 +21,7 @@ from loopx.kernel.canonical import (
     record_hash,
 )
 from loopx.kernel.errors import LoopxError
-from loopx.kernel.kinds import stored_problems
+from loopx.kernel.kinds import KINDS, stored_problems
 from loopx.kernel.store.base import Store
 
 
@@ -251,7 +251,7 @@ class _Checker:
             raise _Bad(seq, where, "the workspace record must be the first record, and only it")
         if seq == 1:
             self.goal = record["payload"]["goal_id"]
-        if kind in PINNING:
+        if (spec := KINDS.get(kind)) is not None and spec.pins_head:
             self._pin(record, seq, where)
         if record["goal_id"] != self.goal:
             raise _Bad(seq, where, f"goal {record['goal_id']!r} is not this workspace's"
@@ -267,8 +267,6 @@ class _Checker:
                                    "that is not this log's)")
 
 
-# Records that pin a snapshot of the log (head seq and hash) they were rendered from.
-PINNING = frozenset({"publication_v0", "publication_preview_v0"})
 # Kinds loopx itself writes outside the checked path: the genesis record and torn-tail repairs.
 _UNCHECKED = frozenset({"workspace_v0", "store_repair_v0", "store_clock_v0"})
 

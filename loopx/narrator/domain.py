@@ -20,9 +20,11 @@ def kinds() -> Sequence[KindSpec]:
 
     return (
         KindSpec("publication_preview_v0", PublicationPreviewV0, "public", "computed", "agents",
-                 "a first screen the narrator shows the owner before publishing it"),
+                 "a first screen the narrator shows the owner before publishing it",
+                 pins_head=True),
         KindSpec("publication_v0", PublicationV0, "public", "computed", "agents",
-                 "a published story or board, pinned to the graph snapshot it was made from"),
+                 "a published story or board, pinned to the graph snapshot it was made from",
+                 pins_head=True),
     )
 
 
