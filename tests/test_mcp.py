@@ -25,13 +25,19 @@ pytest.importorskip("mcp", reason="the MCP server needs the [mcp] extra")
 anyio = pytest.importorskip("anyio")
 
 LANES = Path(__file__).resolve().parent.parent / "lanes"
-EVERY_ROLE = {"should_run", "heartbeat", "complete", "fail", "release", "frontier",
+EVERY_ROLE = {"should_run", "claim", "heartbeat", "complete", "fail", "release", "frontier",
               "candidates", "graph", "story", "contract_show", "action_status",
-              "campaign_status"}
-BY_KIND = {"research_hypothesis_v0": "propose_hypothesis",
-           "auto_research_evidence_packet_v0": "append_evidence_packet",
-           "research_evidence_event_v0": "judge_evidence", "research_decision_v0": "decide",
-           "action_proposal_v0": "propose_action"}
+              "campaign_status", "todo_list", "todo_show", "finding_list"}
+BY_KIND = {"research_contract_v0": {"init_contract", "amend_contract"},
+           "campaign_transition_v0": {"transition_campaign"},
+           "research_hypothesis_v0": {"propose_hypothesis"}, "todo_item_v0": {"add_todos"},
+           "auto_research_evidence_packet_v0": {"append_evidence_packet"},
+           "research_evidence_event_v0": {"judge_evidence"},
+           "novelty_audit_v0": {"audit_novelty"}, "gate_result_v0": {"check_gate"},
+           "research_decision_v0": {"decide"},
+           "publication_preview_v0": {"preview_story"}, "publication_v0": {"publish_story"},
+           "action_proposal_v0": {"propose_action"}, "action_result_v0": {"record_action_result"},
+           "usage_v0": {"add_usage"}, "finding_v0": {"add_finding"}}
 
 
 class Workspace:
@@ -84,7 +90,8 @@ def text(result: Any) -> str:
 
 def role_scope(role: str) -> set[str]:
     profile = tomllib.loads((LANES / f"{role}.toml").read_text())
-    return EVERY_ROLE | {tool for kind, tool in BY_KIND.items() if kind in profile["write_scope"]}
+    return EVERY_ROLE.union(*(tools for kind, tools in BY_KIND.items()
+                              if kind in profile["write_scope"]))
 
 
 @pytest.fixture
@@ -233,3 +240,80 @@ def test_a_tool_denied_by_an_amendment_during_the_session_is_refused(ws: Workspa
         assert ws.head() == head
 
     ws.session("ex", body)
+
+
+# Each role's own tools over MCP (beyond the lease lifecycle and the reads every role has):
+# everything its lane does, written out by hand rather than derived from the server's table.
+LANE_TOOLS = {
+    "research_curator": {"init_contract", "amend_contract", "transition_campaign"},
+    "hypothesis_proposer": {"propose_hypothesis", "add_todos"},
+    "research_executor": {"append_evidence_packet"},
+    "evaluator_promoter": {"judge_evidence", "audit_novelty", "check_gate", "decide",
+                           "add_todos", "transition_campaign"},
+    "product_narrator": {"preview_story", "publish_story"},
+}
+BOOKKEEPING = {"propose_action", "record_action_result", "add_usage", "add_finding"}
+
+
+def test_every_mcp_tool_is_a_registry_tool_with_its_parameters() -> None:
+    import dataclasses
+
+    from loopx.mcp.catalog import MCP_TOOLS, SESSION_PARAMS, UNGATED
+    from loopx.mcp.server import _signature
+    from loopx.tools import get_tool
+    from loopx.work.scope import KIND_ACTIONS
+
+    lifecycle = {"should_run", "claim", "heartbeat", "complete", "fail", "release"}
+    assert UNGATED <= set(MCP_TOOLS)
+    for name, (registry, kind) in MCP_TOOLS.items():
+        tool = get_tool(registry)
+        # A read is every role's; a write is listed by the kind it appends (lifecycle aside).
+        assert (kind is None) == (tool.read_only or name in lifecycle), name
+        assert kind is None or kind in KIND_ACTIONS, name
+        fields = [f.name for f in dataclasses.fields(tool.params)]
+        skipped = SESSION_PARAMS.get(name, ())
+        assert list(_signature(registry, skipped).parameters) == [
+            f for f in fields if f not in skipped], name
+
+
+@pytest.mark.parametrize("agent,role", [
+    ("cur", "research_curator"), ("prop", "hypothesis_proposer"), ("ex", "research_executor"),
+    ("ev", "evaluator_promoter"), ("narr", "product_narrator")])
+def test_each_role_lists_exactly_its_lane_tools_and_reaches_every_kind_it_writes(
+        ws: Workspace, agent: str, role: str) -> None:
+    from loopx.mcp.catalog import MCP_TOOLS
+    from loopx.mcp.server import Session
+
+    session = Session(find_workspace(ws.root), ws.r.agents[agent])
+    try:
+        listed = {t.name for t in session.tools}
+    finally:
+        session.ledger.store.close()
+    bookkeeping = BOOKKEEPING - ({"add_finding"} if role == "product_narrator" else set())
+    assert listed == EVERY_ROLE | LANE_TOOLS[role] | bookkeeping
+    # Every record kind the role's profile lets it write, some listed tool writes; rollout
+    # events alone have no tool of their own (`loopx append` writes them).
+    scope = set(tomllib.loads((LANES / f"{role}.toml").read_text())["write_scope"])
+    reached = {MCP_TOOLS[name][1] for name in listed}
+    assert scope - reached <= {"rollout_event_v0"}
+
+
+def test_a_publication_over_mcp_is_written_only_inside_public(ws: Workspace,
+                                                              tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (ws.root / "public").mkdir()
+    (ws.root / "public" / "link").symlink_to(elsewhere)
+    head = ws.head()
+
+    async def body(client: Any) -> None:
+        for out in ("../escape.md", str(elsewhere / "story.md"), "link/story.md", ""):
+            refused = await client.call_tool("publish_story", {"out": out})
+            assert refused.is_error and "loopx: out: " in text(refused), out
+        assert ws.head() == head and not list(elsewhere.iterdir())
+        done = json.loads(text(await client.call_tool("publish_story", {"out": "story.md"})))
+        assert done["path"] == str(ws.root / "public" / "story.md")
+
+    ws.session("narr", body)
+    assert (ws.root / "public" / "story.md").read_text().startswith("# Research case")
+    assert ws.head() == head + 1

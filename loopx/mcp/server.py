@@ -5,15 +5,15 @@ registry tool's parameters (its JSON Schema comes from the same dataclass), carr
 class and behaviour hints, and calls it with the agent's credentials. Governance applies:
 
 - a role sees only the tools its write scope allows (the lease lifecycle and the reads are
-  every role's); a tool the contract denies (``loopx.<registry name>``) is neither listed nor
-  callable;
+  every role's; the table is :data:`loopx.mcp.catalog.MCP_TOOLS`); a tool the contract denies
+  (``loopx.<registry name>``) is neither listed nor callable;
 - a call whose risk needs the owner's approval under the contract's mode becomes an action
   proposal and returns its id; once approved, the same call runs and its result is recorded.
-  The lease lifecycle (should-run, heartbeat, complete, fail, release) and proposing an action
-  are the loop itself and never wait for approval.
+  The lease lifecycle (should-run, claim, heartbeat, complete, fail, release), proposing an
+  action and recording an executed one's result are the loop itself and never wait.
 
-Nothing else is exposed: no shell, no code evaluation, no installs, no file writes or deletes,
-no credentials. Errors reach the model as tool errors with the CLI's messages. Results are JSON
+Nothing else is exposed: no shell, no code evaluation, no installs, no deletes, no
+credentials; the one file a call writes is a publication, inside the project's ``public/``. Errors reach the model as tool errors with the CLI's messages. Results are JSON
 text. Logs go to stderr; stdout is the protocol.
 """
 
@@ -28,39 +28,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from loopx.kernel.errors import LoopxError
+from loopx.mcp.catalog import (
+    IDEMPOTENT,
+    MCP_TOOLS,
+    NOTES,
+    SESSION_PARAMS,
+    UNGATED,
+    session_args,
+)
 
 if TYPE_CHECKING:
     from loopx.kernel.checks import Credentials
     from loopx.workspace import Workspace
-
-# MCP tool -> (registry tool, the record kind a role must be able to write to see it; None:
-# every role). The kind is what the tool appends, so the listing follows the role's profile.
-MCP_TOOLS: dict[str, tuple[str, str | None]] = {
-    "should_run": ("quota.should_run", None),
-    "heartbeat": ("todo.heartbeat", None),
-    "complete": ("todo.complete", None),
-    "fail": ("todo.fail", None),
-    "release": ("todo.release", None),
-    "propose_hypothesis": ("hypothesis.propose", "research_hypothesis_v0"),
-    "append_evidence_packet": ("evidence.append_packet", "auto_research_evidence_packet_v0"),
-    "judge_evidence": ("evidence.judge", "research_evidence_event_v0"),
-    "decide": ("decision.decide", "research_decision_v0"),
-    "frontier": ("frontier.show", None),
-    "candidates": ("candidates.list", None),
-    "graph": ("graph.export", None),
-    "story": ("story.render", None),
-    "contract_show": ("contract.show", None),
-    "propose_action": ("action.propose", "action_proposal_v0"),
-    "action_status": ("action.status", None),
-    "campaign_status": ("campaign.status", None),
-}
-# The loop itself: these never wait for the owner.
-UNGATED = frozenset({"should_run", "heartbeat", "complete", "fail", "release",
-                     "propose_action"})
-# Repeating these changes nothing more (a repeated completion of the same epoch writes nothing).
-IDEMPOTENT = frozenset({"complete"})
-# Parameters the server fills in from the session rather than the model.
-SESSION_PARAMS = {"should_run": ("agent_id",)}
 
 
 @dataclass(frozen=True)
@@ -140,6 +119,7 @@ class Session:
             denied = self._denied(view, tool)
             if denied is not None:
                 raise Refused(f"{denied}: this tool may not be called")
+            args = session_args(name, args, self.workspace.root)
             if name not in UNGATED and self._needs_approval(view, tool):
                 return self._gated(ctx, view, tool, args)
             return call(tool.registry, ctx, args)
@@ -221,6 +201,13 @@ def _signature(registry: str, skip: tuple[str, ...]) -> inspect.Signature:
     return inspect.Signature(out, return_annotation=str)
 
 
+def _description(tool: Listed) -> str:
+    """The registry tool's summary, its name and risk, and what MCP changes about it."""
+    note = NOTES.get(tool.name)
+    return (f"{tool.summary} (loopx.{tool.registry}; risk: {tool.risk})"
+            + (f"; {note}" if note else ""))
+
+
 def _tool_function(session: Session, name: str, signature: inspect.Signature) -> Any:
     """A function with the registry tool's signature that calls it through the session."""
     from mcp.server.mcpserver.exceptions import ToolError
@@ -252,7 +239,7 @@ def build_server(session: Session) -> Any:
     for tool in session.tools:
         register = server.tool(
             name=tool.name,
-            description=f"{tool.summary} (loopx.{tool.registry}; risk: {tool.risk})",
+            description=_description(tool),
             annotations=ToolAnnotations(
                 title=tool.name.replace("_", " "), read_only_hint=tool.read_only,
                 destructive_hint=tool.risk == "destructive",
