@@ -38,17 +38,16 @@ from __future__ import annotations
 
 import argparse
 import fcntl
-import multiprocessing as mp
 import os
 import platform
 import shutil
 import statistics
 import sys
-import tempfile
-import threading
 import time
-import traceback
 from pathlib import Path
+
+from temp_root import add_temp_root_options, temp_root
+from worker_pool import Pool, serve
 
 GOAL = "bench"
 
@@ -84,21 +83,12 @@ def percentile(values: list[float], q: float) -> float:
 # -- worker process ---------------------------------------------------------------------------
 
 def worker(conn, barrier, detail_bytes: int) -> None:
-    """Wait for ('run', impl, path, batch, appends, line_len, writer) jobs; run each after the
+    """Serve ('run', impl, path, batch, appends, line_len, writer) jobs, each run after the
     barrier (``writer`` is (agent id, token, todo id, epoch) for 'checked', else None)."""
     import loopx.kernel.store.file  # noqa: F401  (imported before any timing)
 
     template = template_record(detail_bytes)
-    conn.send("up")
-    while True:
-        job = conn.recv()
-        if job[0] == "stop":
-            return
-        try:
-            conn.send(run_job(job, barrier, template))
-        except Exception:  # tell the parent, and release it from the barrier
-            barrier.abort()
-            conn.send(("error", traceback.format_exc()))
+    serve(conn, barrier, lambda job: run_job(job, barrier, template))
 
 
 def run_job(job: tuple, barrier, template: dict) -> tuple[float, float, float]:
@@ -165,51 +155,17 @@ def run_job(job: tuple, barrier, template: dict) -> tuple[float, float, float]:
     return t0, t1, statistics.median(lat)
 
 
-class Pool:
-    """P spawned worker processes sharing one reusable barrier (P workers + the parent)."""
-
-    def __init__(self, procs: int, detail_bytes: int) -> None:
-        ctx = mp.get_context("spawn")
-        self.barrier = ctx.Barrier(procs + 1)
-        self.conns = []
-        self.procs = []
-        for _ in range(procs):
-            parent, child = ctx.Pipe()
-            p = ctx.Process(target=worker, args=(child, self.barrier, detail_bytes), daemon=True)
-            p.start()
-            self.conns.append(parent)
-            self.procs.append(p)
-        for c in self.conns:
-            if c.recv() != "up":
-                raise RuntimeError("worker failed to start")
-
-    def run(self, impl: str, path: Path, batch: int, appends: int, line_len: int,
+def run_all(pool: Pool, impl: str, path: Path, batch: int, appends: int, line_len: int,
             writers: list | None = None) -> tuple[float, float]:
-        """Run one job on every worker; return (wall seconds, median per-append seconds).
+    """Run one job on every worker; return (wall seconds, median per-append seconds).
 
-        ``writers`` gives each worker its own (agent id, token, todo id, epoch); the token goes
-        over the worker's pipe, never on a command line.
-        """
-        for i, c in enumerate(self.conns):
-            c.send(("run", impl, str(path), batch, appends, line_len,
-                    None if writers is None else writers[i]))
-        try:
-            self.barrier.wait(timeout=600)
-        except threading.BrokenBarrierError:
-            pass  # a worker failed while preparing; its message says why
-        results = [c.recv() for c in self.conns]
-        for r in results:
-            if r[0] == "error":
-                raise RuntimeError(f"{impl} worker failed:\n{r[1]}")
-        start = min(r[0] for r in results)
-        end = max(r[1] for r in results)
-        return end - start, statistics.median(r[2] for r in results)
-
-    def close(self) -> None:
-        for c in self.conns:
-            c.send(("stop",))
-        for p in self.procs:
-            p.join(timeout=10)
+    ``writers`` gives each worker its own (agent id, token, todo id, epoch); the token goes
+    over the worker's pipe, never on a command line.
+    """
+    jobs = [("run", impl, str(path), batch, appends, line_len,
+             None if writers is None else writers[i]) for i in range(len(pool.conns))]
+    wall, results = pool.run(impl, jobs)
+    return wall, statistics.median(r[2] for r in results)
 
 
 # -- parent -----------------------------------------------------------------------------------
@@ -243,7 +199,7 @@ def run_loopx(pool: Pool, run_dir: Path, template: dict, procs: int, batch: int,
     setup.create()
     setup.append([dict(template, record_id=new_record_id())])  # the first record
     setup.close()
-    wall, lat = pool.run("loopx", path, batch, appends, 0)
+    wall, lat = run_all(pool, "loopx", path, batch, appends, 0)
     expected = 1 + procs * batch * appends
     with FileStore(path) as check:  # reading also re-verifies the hash chain
         head = check.head()
@@ -268,7 +224,7 @@ def run_checked(pool: Pool, run_dir: Path, procs: int, batch: int,
         for i in range(procs):
             w = executor_writer(ledger, owner_token, f"w{i + 1}")
             writers.append((w.creds.agent_id, w.creds.token, w.todo_id, w.epoch))
-    wall, lat = pool.run("checked", workspace.dir, batch, appends, 0, writers)
+    wall, lat = run_all(pool, "checked", workspace.dir, batch, appends, 0, writers)
     # init (genesis + 5 profiles), grant + todo + claim per worker, one warm-up per worker, the run
     expected = 6 + 3 * procs + procs + procs * batch * appends
     with workspace.store() as check:
@@ -282,7 +238,7 @@ def run_baseline(pool: Pool, run_dir: Path, procs: int, batch: int, appends: int
     """One baseline run; returns (records/s, median append latency)."""
     path = run_dir / "baseline"
     path.mkdir()
-    wall, lat = pool.run("baseline", path, batch, appends, line_len)
+    wall, lat = run_all(pool, "baseline", path, batch, appends, line_len)
     size = (path / "data.jsonl").stat().st_size
     if size != procs * batch * appends * line_len:
         raise RuntimeError(f"baseline wrote {size} bytes, expected "
@@ -312,12 +268,10 @@ def main() -> None:
                     help="fsync probes per cell per repetition (default 40)")
     ap.add_argument("--no-checked", dest="checked", action="store_false",
                     help="skip the full checked-path (Ledger.append of drafts) runs")
-    ap.add_argument("--dir", default=None, help="parent for the temp directory (default: TMPDIR)")
-    ap.add_argument("--keep", action="store_true", help="keep the temp directory")
+    add_temp_root_options(ap)
     args = ap.parse_args()
 
     template = template_record(args.detail_bytes)
-    root = Path(tempfile.mkdtemp(prefix="loopx-bench-append-", dir=args.dir))
     cells = [(p, b) for p in args.procs for b in args.batches]
     appends = {b: (args.appends_1 if b == 1 else args.appends_64) for b in args.batches}
     # The baseline writes lines as long as the sealed loopx line at the middle of the run.
@@ -328,10 +282,9 @@ def main() -> None:
             "fsync": [], "ck": [], "ck_ratio": []} for c in cells}
     started = time.monotonic()
     run_no = 0
-    try:
+    with temp_root("loopx-bench-append-", args) as root:
         for procs in args.procs:
-            pool = Pool(procs, args.detail_bytes)
-            try:
+            with Pool(procs, worker, args.detail_bytes) as pool:
                 for rep in range(args.reps):
                     for batch in args.batches:
                         cell, n = (procs, batch), appends[batch]
@@ -359,11 +312,6 @@ def main() -> None:
                             r["ck"].append(rate)
                             r["ck_ratio"].append(rate / r["bl"][-1])
                         shutil.rmtree(run_dir)
-            finally:
-                pool.close()
-    finally:
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
     elapsed = time.monotonic() - started
 
     med = statistics.median

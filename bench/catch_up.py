@@ -43,13 +43,13 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from temp_root import add_temp_root_options, temp_root
 
 GOAL = "bench"
 CHILD_FLAG = "--child"
@@ -177,15 +177,13 @@ def main() -> None:
                     help="length of the text in each record's payload detail (default 64)")
     ap.add_argument("--child-checkpoint-every", type=int, default=10**15,
                     help="checkpoint_every of the measured Ledger (default: never save)")
-    ap.add_argument("--dir", default=None, help="parent for the temp directory (default: TMPDIR)")
-    ap.add_argument("--keep", action="store_true", help="keep the temp directory")
+    add_temp_root_options(ap)
     args = ap.parse_args()
     if not 0 < args.near < args.far < args.records or args.near >= args.small_records:
         ap.error("need 0 < near < far < records and near < small-records")
 
-    root = Path(tempfile.mkdtemp(prefix="loopx-bench-catchup-", dir=args.dir))
     started = time.monotonic()
-    try:
+    with temp_root("loopx-bench-catchup-", args) as root:
         t = time.monotonic()
         big = build(root / "big", args.records, args.build_batch, args.detail_bytes)
         small = build(root / "small", args.small_records, args.build_batch, args.detail_bytes)
@@ -219,9 +217,6 @@ def main() -> None:
             k = rep % len(cases)
             for c in cases[k:] + cases[:k]:  # rotate the order each repetition
                 times[c["key"]].append(measure(c, args.child_checkpoint_every))
-    finally:
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
     elapsed = time.monotonic() - started
 
     med = statistics.median

@@ -34,19 +34,19 @@ from __future__ import annotations
 
 import argparse
 import fcntl
-import multiprocessing as mp
 import os
 import platform
 import shutil
 import statistics
 import sys
-import tempfile
-import threading
 import time
 import traceback
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from temp_root import add_temp_root_options, temp_root
+from worker_pool import Pool, serve
 
 GOAL = "bench-claims"
 ROLE = "research_executor"
@@ -70,16 +70,7 @@ def worker(conn: Any, barrier: Any, sides: list[str]) -> None:
     except Exception:
         conn.send(traceback.format_exc())
         return
-    conn.send("up")
-    while True:
-        job = conn.recv()
-        if job[0] == "stop":
-            return
-        try:
-            conn.send(run_job(job, barrier))
-        except Exception:  # tell the parent, and release everyone from the barrier
-            barrier.abort()
-            conn.send(("error", traceback.format_exc()))
+    serve(conn, barrier, lambda job: run_job(job, barrier))
 
 
 def run_job(job: tuple, barrier: Any) -> tuple[float, float, int, dict[str, int]]:
@@ -147,52 +138,16 @@ def run_job(job: tuple, barrier: Any) -> tuple[float, float, int, dict[str, int]
     return t0, t1, done, dict(others)
 
 
-class Pool:
-    """P spawned worker processes sharing one reusable barrier (P workers + the parent)."""
-
-    def __init__(self, procs: int, sides: list[str]) -> None:
-        ctx = mp.get_context("spawn")
-        self.barrier = ctx.Barrier(procs + 1)
-        self.conns: list[Any] = []
-        self.procs: list[Any] = []
-        for _ in range(procs):
-            parent, child = ctx.Pipe()
-            p = ctx.Process(target=worker, args=(child, self.barrier, sides), daemon=True)
-            p.start()
-            self.conns.append(parent)
-            self.procs.append(p)
-        for c in self.conns:
-            msg = c.recv()
-            if msg != "up":
-                self.close()
-                raise RuntimeError(f"worker failed to start:\n{msg}")
-
-    def run(self, side: str, path: Path, cycles: int, extras: list[Any]) -> tuple[float, int]:
-        """Run one job per worker (worker i gets extras[i]); return (wall seconds, cycles)."""
-        for c, extra in zip(self.conns, extras):
-            c.send(("run", side, str(path), cycles, extra))
-        try:
-            self.barrier.wait(timeout=600)
-        except threading.BrokenBarrierError:
-            pass  # a worker failed while preparing; its message says why
-        results = [c.recv() for c in self.conns]
-        for r in results:
-            if r[0] == "error":
-                raise RuntimeError(f"{side} worker failed:\n{r[1]}")
-        total = sum(r[2] for r in results)
-        if total != cycles * len(self.conns):
-            others = sum((Counter(r[3]) for r in results), Counter())
-            raise RuntimeError(f"{side}: {total} cycles done, expected "
-                               f"{cycles * len(self.conns)}; other reasons: {dict(others)}")
-        return max(r[1] for r in results) - min(r[0] for r in results), total
-
-    def close(self) -> None:
-        """Stop the workers."""
-        for c, p in zip(self.conns, self.procs):
-            if p.is_alive():
-                c.send(("stop",))
-        for p in self.procs:
-            p.join(timeout=10)
+def run_all(pool: Pool, side: str, path: Path, cycles: int, extras: list[Any]
+            ) -> tuple[float, int]:
+    """Run one job per worker (worker i gets extras[i]); return (wall seconds, cycles)."""
+    wall, results = pool.run(side, [("run", side, str(path), cycles, extra) for extra in extras])
+    total = sum(r[2] for r in results)
+    if total != cycles * len(results):
+        others = sum((Counter(r[3]) for r in results), Counter())
+        raise RuntimeError(f"{side}: {total} cycles done, expected "
+                           f"{cycles * len(results)}; other reasons: {dict(others)}")
+    return wall, total
 
 
 # -- parent: one run per side -----------------------------------------------------------------
@@ -215,7 +170,7 @@ def run_loopx(pool: Pool, run_dir: Path, procs: int, cycles: int) -> tuple[float
     for i in range(0, len(todos), MAX_BATCH):
         add_todos(ledger, owner, todos[i:i + MAX_BATCH])
     ledger.store.close()
-    wall, total = pool.run("loopx", ws.root, cycles, list(zip(agents, tokens)))
+    wall, total = run_all(pool, "loopx", ws.root, cycles, list(zip(agents, tokens)))
 
     check = ws.ledger()
     records = [rec for rec, _ in check.store.read()]
@@ -248,7 +203,7 @@ def run_optuna(pool: Pool, run_dir: Path, procs: int, cycles: int, sampler: str)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     log = str(run_dir / "optuna.log")
     optuna.create_study(study_name=STUDY, storage=JournalStorage(JournalFileBackend(log)))
-    wall, total = pool.run("optuna", Path(log), cycles, [sampler] * procs)
+    wall, total = run_all(pool, "optuna", Path(log), cycles, [sampler] * procs)
     trials = optuna.load_study(study_name=STUDY,
                                storage=JournalStorage(JournalFileBackend(log))).get_trials()
     done = sum(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
@@ -262,7 +217,7 @@ def run_raw(pool: Pool, run_dir: Path, procs: int, cycles: int, line_bytes: int)
     """One raw run (two flock + write + unlock + fdatasync appends per cycle); returns cycles/s."""
     path = run_dir / "raw"
     path.mkdir()
-    wall, total = pool.run("raw", path, cycles, [line_bytes] * procs)
+    wall, total = run_all(pool, "raw", path, cycles, [line_bytes] * procs)
     size = (path / "data.jsonl").stat().st_size
     if size != 2 * procs * cycles * line_bytes:
         raise RuntimeError(f"raw wrote {size} bytes, expected {2 * procs * cycles * line_bytes}")
@@ -289,22 +244,19 @@ def main() -> None:
     ap.add_argument("--sampler", choices=("random", "tpe"), default="random",
                     help="Optuna sampler in the workers (default random: measure the storage, "
                          "not TPE's model fitting)")
-    ap.add_argument("--dir", default=None, help="parent for the temp directory (default: TMPDIR)")
-    ap.add_argument("--keep", action="store_true", help="keep the temp directory")
+    add_temp_root_options(ap)
     args = ap.parse_args()
     sides = [s for s in SIDES if s in args.sides]
     if not sides or set(args.sides) - set(SIDES):
         ap.error(f"--sides must be a subset of {','.join(SIDES)}")
 
-    root = Path(tempfile.mkdtemp(prefix="loopx-bench-claims-", dir=args.dir))
     keys = ("loopx", "optuna", "raw", "lx/op", "lx/raw", "bytes")
     res: dict[int, dict[str, list[float]]] = {p: {k: [] for k in keys} for p in args.procs}
     started = time.monotonic()
     run_no = 0
-    try:
+    with temp_root("loopx-bench-claims-", args) as root:
         for procs in args.procs:
-            pool = Pool(procs, sides)
-            try:
+            with Pool(procs, worker, sides) as pool:
                 for rep in range(args.reps):
                     r = res[procs]
                     run_no += 1
@@ -325,11 +277,6 @@ def main() -> None:
                     if r["loopx"] and r["raw"]:
                         r["lx/raw"].append(r["loopx"][-1] / r["raw"][-1])
                     shutil.rmtree(run_dir)
-            finally:
-                pool.close()
-    finally:
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
     elapsed = time.monotonic() - started
 
     def med(values: list[float], fmt: str) -> str:

@@ -8,8 +8,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loopx.kernel.checks import Credentials
 from loopx.testing.lanes import Writer, executor_writer
-from loopx.workspace import find_workspace
+from loopx.testing.research import ResearchLoop
+from loopx.workspace import find_workspace, init_workspace
 
 WORKER = Path(__file__).resolve().parent / "workers" / "append_worker.py"
 
@@ -80,3 +82,11 @@ def run_loopx(root: Path, *args: str, token: str = "") -> subprocess.CompletedPr
 def head_seq(root: Path) -> int:
     """The head seq of the workspace at ``root``."""
     return find_workspace(root).store().head().seq
+
+
+def research_workspace(root: Path, goal_id: str) -> ResearchLoop:
+    """A new file workspace at ``root`` with one agent per research role (its ledger stays open:
+    close ``loop.ledger.store`` before other processes use the workspace)."""
+    root.mkdir()
+    workspace, owner_token = init_workspace(root, goal_id)
+    return ResearchLoop(workspace.ledger(), Credentials("owner", owner_token))

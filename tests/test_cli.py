@@ -10,7 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from cli_support import init_with_owner_file
+from cli_support import invoke as run
+from click.testing import CliRunner
 
 from loopx.cli import cli
 from loopx.kernel.kinds import kind_names
@@ -18,12 +20,6 @@ from loopx.testing.lanes import Writer, executor_writer
 from loopx.workspace import find_workspace
 
 Env = dict[str, str]
-
-
-def run(tmp_path: Path, *args: str, input: str | None = None, env: Env | None = None) -> Result:
-    result = CliRunner().invoke(cli, ["-C", str(tmp_path), *args], input=input, env=env)
-    assert "Traceback" not in result.stdout + result.stderr, result.stderr
-    return result
 
 
 def note(writer: Writer) -> str:
@@ -46,9 +42,7 @@ def new_writer(ws: Path, agent_id: str) -> Writer:
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
     """A fresh workspace (seq 1-6: genesis and the role profiles); owner token in owner.token."""
-    assert run(tmp_path, "init", "--goal-id", "cli-test", "--owner-token-file",
-               str(tmp_path / "owner.token")).exit_code == 0
-    return tmp_path
+    return init_with_owner_file(tmp_path, "cli-test")
 
 
 @pytest.fixture

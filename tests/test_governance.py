@@ -25,18 +25,17 @@ from loopx.kernel.errors import Forbidden, RecordRejected, Refused, Unauthorized
 from loopx.kernel.verify import verify_store
 from loopx.research.decisions import decide
 from loopx.research.projections import row
+from loopx.testing.research import CONTRACT as RESEARCH_CONTRACT
 from loopx.testing.research import ResearchLoop
 from loopx.work.claims import claim, should_run
 
+# The research driver's contract, with no held-out location and with limits to run into.
 CONTRACT: dict[str, Any] = {
-    "contract_id": "digits",
-    "objective": {"name": "digits", "prompt": "beat the linear baseline", "domain": "vision"},
-    "metric": {"name": "acc", "direction": "maximize", "baseline": 0.9, "seeds": [0, 1, 2]},
+    **RESEARCH_CONTRACT,
     "evaluation": {"dev": {"name": "dev"}, "heldout": {"name": "heldout"}},
     "budget": {"max_cpu_hours": 4.0, "max_experiments": 5},
     "stop_policy": {"max_iterations": 4, "patience_iterations": 2},
     "denied_tools": ["lab.delete_run"],
-    "promotion_policy": {"required_gates": ["heldout"]},
 }
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import run_loopx
+from helpers import research_workspace, run_loopx
 
 from loopx.governance.campaign import evaluate, transition
 from loopx.governance.usage import add_usage
@@ -216,11 +216,8 @@ NARRATE = """
 
 def test_the_narrator_tells_the_last_chapter_after_a_budget_stop(tmp_path: Path) -> None:
     root = tmp_path / "ws"
-    root.mkdir()
-    workspace, owner_token = init_workspace(root, "budget")
-    ledger = workspace.ledger()
-    owner = Credentials("owner", owner_token)
-    r = ResearchLoop(ledger, owner)
+    r = research_workspace(root, "budget")
+    ledger, owner = r.ledger, r.owner
     r.contract({**CONTRACT, "budget": {"max_cpu_hours": 1.0}})
     r.propose("h1")
     narr = register_agent(ledger, owner, "narr", "product_narrator")[1]

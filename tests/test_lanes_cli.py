@@ -7,24 +7,19 @@ import stat
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
-
-from loopx.cli import cli
+from cli_support import init_with_owner_file, invoke
+from click.testing import Result
 
 
 def run(ws: Path, *args: str, token: str | None = None, agent: str | None = None,
         input: str | None = None) -> Result:
-    env = {"LOOPX_TOKEN": token or "", "LOOPX_AGENT_ID": agent or ""}
-    result = CliRunner().invoke(cli, ["-C", str(ws), *args], input=input, env=env)
-    assert "Traceback" not in result.stdout + result.stderr, result.stderr
-    return result
+    return invoke(ws, *args, input=input,
+                  env={"LOOPX_TOKEN": token or "", "LOOPX_AGENT_ID": agent or ""})
 
 
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
-    assert run(tmp_path, "init", "--goal-id", "cli-lanes", "--owner-token-file",
-               str(tmp_path / "owner.token")).exit_code == 0
-    return tmp_path
+    return init_with_owner_file(tmp_path, "cli-lanes")
 
 
 def owner(ws: Path) -> str:

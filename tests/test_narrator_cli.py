@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 from helpers import head_seq as head
+from helpers import research_workspace
 from helpers import run_loopx as loopx
 
-from loopx.kernel.checks import Credentials
 from loopx.research.decisions import decide
 from loopx.testing.research import CONTRACT, ResearchLoop
 from loopx.work.agents import register_agent
-from loopx.workspace import find_workspace, init_workspace
+from loopx.workspace import find_workspace
 
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
 
@@ -29,17 +29,14 @@ AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
 @pytest.fixture
 def ws(tmp_path: Path) -> dict[str, Any]:
     root = tmp_path / "ws"
-    root.mkdir()
-    workspace, owner_token = init_workspace(root, "narr-cli")
-    ledger = workspace.ledger()
-    owner = Credentials("owner", owner_token)
-    r = ResearchLoop(ledger, owner)
+    r = research_workspace(root, "narr-cli")
+    ledger, owner = r.ledger, r.owner
     r.contract(CONTRACT)
     r.supported("h1", [0.93, 0.94, 0.95], [0.92, 0.93, 0.94], title="Wider hidden layer")
     decide(ledger, r.agents["ev"], "h1", "promoted", decision_id="d1")
     _, narrator = register_agent(ledger, owner, "narr", "product_narrator")
     ledger.store.close()
-    return {"root": root, "out": tmp_path, "owner": owner_token, "narr": narrator,
+    return {"root": root, "out": tmp_path, "owner": owner.token, "narr": narrator,
             "r": r}
 
 

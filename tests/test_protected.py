@@ -63,6 +63,14 @@ class Repo:
         self.git("commit", "-q", "--allow-empty", "-m", message)
         return self.git("rev-parse", "HEAD")
 
+    def commit_on_branch(self, branch: str, path: str, text: str, message: str) -> str:
+        """Commit ``text`` to ``path`` on a new branch off main's head, then go back to main."""
+        self.git("checkout", "-q", "-b", branch)
+        self.write(path, text)
+        commit = self.commit(message)
+        self.git("checkout", "-q", "main")
+        return commit
+
     def packet(self, evaluated: str, packet_id: str = "p1", base: str | None = None,
                **extra: object) -> dict[str, object]:
         return {"packet_id": packet_id, "base_commit": base or self.base,
@@ -198,29 +206,22 @@ def test_copy_into_the_scope_fails(repo: Repo) -> None:
     assert (violation.path, violation.change) == ("eval/helper.py", "added")
 
 
-def test_type_change_of_a_protected_file_fails(repo: Repo) -> None:
-    repo.symlink("eval/score.py", "../src/model.py")
-    head = repo.commit("swap the evaluator for a link")
+@pytest.mark.parametrize(("path", "target", "change", "detail"), [
+    pytest.param("eval/score.py", "../src/model.py", "type changed", "100644 -> 120000",
+                 id="a protected file swapped for a link"),
+    pytest.param("src/score.py", "../eval/score.py", "symlink -> ../eval/score.py",
+                 "resolves to eval/score.py", id="a link in the editable area to a protected file"),
+    pytest.param("src/data", "../data", "symlink -> ../data",
+                 "holds protected entry 'data/heldout/**'",
+                 id="a link to a directory holding protected data"),
+])
+def test_symlink_into_the_scope_fails(repo: Repo, path: str, target: str, change: str,
+                                      detail: str) -> None:
+    repo.symlink(path, target)
+    head = repo.commit(f"link {path}")
     violation = only(check_boundary(repo.root, [repo.packet(head)], PROTECTED))
-    assert (violation.path, violation.change) == ("eval/score.py", "type changed")
-    assert "100644 -> 120000" in violation.detail
-
-
-def test_symlink_in_the_editable_area_to_a_protected_file_fails(repo: Repo) -> None:
-    repo.symlink("src/score.py", "../eval/score.py")
-    head = repo.commit("link to the evaluator")
-    violation = only(check_boundary(repo.root, [repo.packet(head)], PROTECTED))
-    assert (violation.commit, violation.path, violation.change) == (
-        head, "src/score.py", "symlink -> ../eval/score.py")
-    assert "resolves to eval/score.py" in violation.detail
-
-
-def test_symlink_to_a_directory_holding_protected_data_fails(repo: Repo) -> None:
-    repo.symlink("src/data", "../data")
-    head = repo.commit("link to data")
-    violation = only(check_boundary(repo.root, [repo.packet(head)], PROTECTED))
-    assert (violation.path, violation.change) == ("src/data", "symlink -> ../data")
-    assert "holds protected entry 'data/heldout/**'" in violation.detail
+    assert (violation.commit, violation.path, violation.change) == (head, path, change)
+    assert detail in violation.detail
 
 
 def test_symlink_through_an_existing_symlink_fails(repo: Repo) -> None:
@@ -287,10 +288,8 @@ def test_two_packets_cite_the_packet_whose_range_has_the_change(repo: Repo) -> N
 
 
 def test_merge_that_brings_in_a_protected_change_fails(repo: Repo) -> None:
-    repo.git("checkout", "-q", "-b", "side")
-    repo.write("eval/score.py", "def score(): return 100\n")
-    side = repo.commit("tamper on a side branch")
-    repo.git("checkout", "-q", "main")
+    side = repo.commit_on_branch("side", "eval/score.py", "def score(): return 100\n",
+                                 "tamper on a side branch")
     repo.write("src/model.py", "def model(): return 7\n")
     repo.commit("work")
     repo.git("merge", "-q", "--no-ff", "-m", "merge side", "side")
@@ -302,10 +301,7 @@ def test_merge_that_brings_in_a_protected_change_fails(repo: Repo) -> None:
 
 
 def test_change_made_only_by_the_merge_commit_fails(repo: Repo) -> None:
-    repo.git("checkout", "-q", "-b", "side")
-    repo.write("src/side.py", "x = 1\n")
-    repo.commit("harmless side work")
-    repo.git("checkout", "-q", "main")
+    repo.commit_on_branch("side", "src/side.py", "x = 1\n", "harmless side work")
     repo.write("src/model.py", "def model(): return 7\n")
     repo.commit("work")
     repo.git("merge", "-q", "--no-ff", "--no-commit", "side")
@@ -368,10 +364,7 @@ def test_a_ref_name_is_not_accepted_as_a_commit(repo: Repo) -> None:
 
 
 def test_base_that_is_not_an_ancestor_fails(repo: Repo) -> None:
-    repo.git("checkout", "-q", "-b", "other")
-    repo.write("src/model.py", "def model(): return 1\n")
-    other = repo.commit("elsewhere")
-    repo.git("checkout", "-q", "main")
+    other = repo.commit_on_branch("other", "src/model.py", "def model(): return 1\n", "elsewhere")
     repo.write("src/model.py", "def model(): return 2\n")
     head = repo.commit("here")
     result = check_boundary(repo.root, [repo.packet(head, base=other)], PROTECTED)

@@ -192,6 +192,27 @@ optional_agent_option = click.option(
     help="The acting agent (env LOOPX_AGENT_ID); not needed with --dry-run.")
 
 
+# The tails of the commands' option stacks, so that each stack names only its own options. A
+# tail goes last (nearest the function): the options it adds come after the command's own, in
+# --help and in the function's parameters.
+Command = Callable[..., Any]
+
+
+def with_json(fn: Command) -> Command:
+    """``--json`` and the click context: the end of a workspace command's stack."""
+    return json_option(click.pass_context(fn))
+
+
+def with_token(fn: Command) -> Command:
+    """``--token-file``, then :func:`with_json`: a command that writes with a token."""
+    return token_file_option(with_json(fn))
+
+
+def with_agent(fn: Command) -> Command:
+    """``--agent-id``, then :func:`with_token`: a command that writes as an agent."""
+    return agent_option(with_token(fn))
+
+
 @functools.cache
 def packaged_roles() -> tuple[str, ...]:
     """The roles whose profiles ship with loopx (``lanes/*.toml``), sorted."""
@@ -243,6 +264,12 @@ def _workspace_roles(ctx: click.Context | None) -> list[str]:
         return []
     finally:
         ledger.store.close()
+
+
+def json_file_option(*decls: str, help_text: str) -> Callable[[Any], Any]:
+    """An option naming a file of JSON, ``-`` for stdin (read it with :func:`json_arg`)."""
+    return click.option(*decls, type=click.Path(dir_okay=False, path_type=Path), metavar="F|-",
+                        help=help_text)
 
 
 def role_option(help_text: str, *, required: bool = False) -> Callable[[Any], Any]:

@@ -9,14 +9,14 @@ from typing import Any
 import click
 
 from loopx.cli.app import (
-    agent_option,
     cli,
     credentials,
     emit,
-    json_option,
     parse_under,
     run_tool,
-    token_file_option,
+    with_agent,
+    with_json,
+    with_token,
 )
 
 # -- usage -----------------------------------------------------------------------------------
@@ -35,10 +35,7 @@ def usage() -> None:
 @click.option("--proposal-id", metavar="ID", help="The proposal the usage belongs to.")
 @click.option("--note", metavar="TEXT", help="A short note.")
 @click.option("--under", metavar="TODO_ID:EPOCH", help="The held todo the usage belongs to.")
-@agent_option
-@token_file_option
-@json_option
-@click.pass_context
+@with_agent
 def usage_add(ctx: click.Context, gpu_hours: float, cpu_hours: float, storage_gb: float,
               download_gb: float, experiments: int, proposal_id: str | None, note: str | None,
               under: str | None, agent_id: str, token_file: Path | None, as_json: bool) -> None:
@@ -61,8 +58,7 @@ def _budget_text(budget: dict[str, Any]) -> str:
 
 
 @usage.command("show")
-@json_option
-@click.pass_context
+@with_json
 def usage_show(ctx: click.Context, as_json: bool) -> None:
     """Show usage against the budget, in total and per agent."""
     from loopx.tools.registry import NoParams
@@ -95,8 +91,7 @@ def _control_words(control: dict[str, Any] | None) -> str:
 
 
 @campaign.command("status")
-@json_option
-@click.pass_context
+@with_json
 def campaign_status(ctx: click.Context, as_json: bool) -> None:
     """Show the campaign: state, contract, iterations, budget and what awaits approval."""
     from loopx.tools.registry import NoParams
@@ -123,9 +118,7 @@ def campaign_status(ctx: click.Context, as_json: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Only report the stop reasons; write nothing.")
 @click.option("--agent-id", envvar="LOOPX_AGENT_ID", metavar="ID",
               help="Who stops the campaign if a reason applies (owner or evaluator_promoter).")
-@token_file_option
-@json_option
-@click.pass_context
+@with_token
 def campaign_evaluate(ctx: click.Context, dry_run: bool, agent_id: str | None,
                       token_file: Path | None, as_json: bool) -> None:
     """Evaluate the stop policy now, and stop the campaign if any reason applies."""
@@ -147,10 +140,7 @@ def campaign_evaluate(ctx: click.Context, dry_run: bool, agent_id: str | None,
 @campaign.command("transition")
 @click.argument("to_state", metavar="STATE")
 @click.option("--reason", required=True, metavar="TEXT", help="Why the campaign moves.")
-@agent_option
-@token_file_option
-@json_option
-@click.pass_context
+@with_agent
 def campaign_transition(ctx: click.Context, to_state: str, reason: str, agent_id: str,
                         token_file: Path | None, as_json: bool) -> None:
     """Move the campaign: planned, ready, running, paused, completed, stopped or failed."""

@@ -8,16 +8,17 @@ from typing import Any
 import click
 
 from loopx.cli.app import (
-    agent_option,
     cli,
     credentials,
     emit,
+    json_file_option,
     json_object,
-    json_option,
     key_values,
     optional_agent_option,
     run_tool,
-    token_file_option,
+    with_agent,
+    with_json,
+    with_token,
 )
 from loopx.cli.campaign import baseline_words
 from loopx.cli.governance import costs
@@ -30,8 +31,8 @@ def contract() -> None:
 
 
 @contract.command("init")
-@click.option("--file", "-f", "source", type=click.Path(dir_okay=False, path_type=Path),
-              metavar="F|-", help="The whole contract as JSON (- for stdin) instead of flags.")
+@json_file_option("--file", "-f", "source",
+                  help_text="The whole contract as JSON (- for stdin) instead of flags.")
 @click.option("--prompt", metavar="TEXT", help="The scientific question, in words.")
 @click.option("--name", metavar="TEXT", help="Objective name (default: the prompt's first sentence).")
 @click.option("--domain", metavar="TEXT", help="Objective domain.")
@@ -76,9 +77,7 @@ def contract() -> None:
 @click.option("--contract-id", metavar="ID", help="The contract's id (default: the goal id).")
 @click.option("--dry-run", is_flag=True, help="Print the contract that would be written; write nothing.")
 @optional_agent_option
-@token_file_option
-@json_option
-@click.pass_context
+@with_token
 def contract_init(ctx: click.Context, source: Path | None, prompt: str | None, name: str | None,
                   domain: str | None, inputs: tuple[str, ...], targets: tuple[str, ...],
                   generalization: tuple[str, ...], success_metrics: tuple[str, ...],
@@ -166,8 +165,7 @@ def _dry_run(ctx: click.Context, payload: dict[str, Any], as_json: bool) -> None
 @contract.command("show")
 @click.option("--version", "version", type=click.IntRange(min=1), metavar="N",
               help="An earlier version (default: the one in force).")
-@json_option
-@click.pass_context
+@with_json
 def contract_show(ctx: click.Context, version: int | None, as_json: bool) -> None:
     """Show the contract in force (or an earlier version) and its version history."""
     from loopx.tools.governance import ContractShow
@@ -198,12 +196,9 @@ def contract_show(ctx: click.Context, version: int | None, as_json: bool) -> Non
 @click.option("--reason", required=True, metavar="TEXT", help="Why the contract changes.")
 @click.option("--set", "settings", multiple=True, metavar="PATH=VALUE",
               help="A field by dotted path, e.g. budget.max_cpu_hours=20 (repeatable).")
-@click.option("--file", "-f", "source", type=click.Path(dir_okay=False, path_type=Path),
-              metavar="F|-", help="The whole new contract as JSON instead of --set.")
-@agent_option
-@token_file_option
-@json_option
-@click.pass_context
+@json_file_option("--file", "-f", "source",
+                  help_text="The whole new contract as JSON instead of --set.")
+@with_agent
 def contract_amend(ctx: click.Context, reason: str, settings: tuple[str, ...],
                    source: Path | None, agent_id: str, token_file: Path | None,
                    as_json: bool) -> None:

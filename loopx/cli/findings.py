@@ -9,14 +9,13 @@ from typing import Any
 import click
 
 from loopx.cli.app import (
-    agent_option,
     cli,
     credentials,
     emit,
-    json_option,
     parse_under,
     run_tool,
-    token_file_option,
+    with_agent,
+    with_json,
 )
 from loopx.kernel.errors import UsageProblem
 
@@ -57,10 +56,7 @@ def _evidence(values: tuple[str, ...]) -> list[dict[str, Any]]:
 @click.option("--supersedes", metavar="ID", help="A finding this one replaces.")
 @click.option("--finding-id", metavar="ID", help="Its id (default: a fresh find-... id).")
 @click.option("--under", metavar="TODO_ID:EPOCH", help="The held todo it was found under.")
-@agent_option
-@token_file_option
-@json_option
-@click.pass_context
+@with_agent
 def finding_add(ctx: click.Context, kind: str, statement: str, evidence: tuple[str, ...],
                 confidence: str | None, supersedes: str | None, finding_id: str | None,
                 under: str | None, agent_id: str, token_file: Path | None,
@@ -78,8 +74,7 @@ def finding_add(ctx: click.Context, kind: str, statement: str, evidence: tuple[s
 
 @finding.command("list")
 @click.option("--all", "include_superseded", is_flag=True, help="Include superseded findings.")
-@json_option
-@click.pass_context
+@with_json
 def finding_list(ctx: click.Context, include_superseded: bool, as_json: bool) -> None:
     """List findings by standing; hypotheses and interpretations never appear as established."""
     from loopx.tools.governance import FindingList

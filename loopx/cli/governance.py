@@ -8,15 +8,16 @@ from typing import Any
 import click
 
 from loopx.cli.app import (
-    agent_option,
     cli,
     credentials,
     emit,
+    json_file_option,
     json_object,
-    json_option,
     key_values,
     run_tool,
-    token_file_option,
+    with_agent,
+    with_json,
+    with_token,
 )
 from loopx.governance.resources import RESOURCES
 from loopx.kernel.errors import UsageProblem
@@ -52,15 +53,11 @@ def _proposal_text(p: dict[str, Any]) -> str:
               help="Risk class (required outside loopx.*; a loopx tool's is its registered one).")
 @click.option("--reason", required=True, metavar="TEXT", help="The scientific reason for it.")
 @click.option("--args", "arguments", metavar="JSON", help="The tool's arguments as a JSON object.")
-@click.option("--args-file", type=click.Path(dir_okay=False, path_type=Path), metavar="F|-",
-              help="The arguments from a JSON file instead (- for stdin).")
+@json_file_option("--args-file", help_text="The arguments from a JSON file instead (- for stdin).")
 @click.option("--cost", "cost", multiple=True, metavar="RESOURCE=N",
               help="Estimated cost, e.g. gpu_hours=0.5 (repeatable).")
 @click.option("--proposal-id", metavar="ID", help="Its id (default: a fresh prop-... id).")
-@agent_option
-@token_file_option
-@json_option
-@click.pass_context
+@with_agent
 def propose(ctx: click.Context, name: str, tool: str, risk: str | None, reason: str,
             arguments: str | None, args_file: Path | None, cost: tuple[str, ...],
             proposal_id: str | None, agent_id: str, token_file: Path | None,
@@ -85,9 +82,7 @@ def _verdict_command(verdict: str) -> Any:
     @click.option("--approver", metavar="NAME", help="Who decided, for the record.")
     @click.option("--agent-id", default="owner", show_default=True, metavar="ID",
                   help="Only the owner approves or rejects (with the owner token).")
-    @token_file_option
-    @json_option
-    @click.pass_context
+    @with_token
     def command(ctx: click.Context, subject_id: str, note: str, subject: str | None,
                 approver: str | None, agent_id: str, token_file: Path | None,
                 as_json: bool) -> None:
@@ -114,8 +109,7 @@ cli.command("reject")(_verdict_command("reject"))
 
 @cli.command("can-execute")
 @click.argument("proposal_id", metavar="ID")
-@json_option
-@click.pass_context
+@with_json
 def can_execute(ctx: click.Context, proposal_id: str, as_json: bool) -> None:
     """Whether a proposal may execute now: exit 0 if so, 9 if not (with every reason)."""
     from loopx.tools.governance import ProposalRef
@@ -133,8 +127,7 @@ def action() -> None:
 
 @action.command("show")
 @click.argument("proposal_id", metavar="ID")
-@json_option
-@click.pass_context
+@with_json
 def action_show(ctx: click.Context, proposal_id: str, as_json: bool) -> None:
     """Show a proposal: what it asks, its approval, its result, whether it may execute."""
     from loopx.tools.governance import ProposalRef
@@ -147,15 +140,11 @@ def action_show(ctx: click.Context, proposal_id: str, as_json: bool) -> None:
 @click.argument("proposal_id", metavar="ID")
 @click.option("--success/--failure", required=True, help="Whether the action succeeded.")
 @click.option("--result", metavar="JSON", help="What it produced, as a JSON object.")
-@click.option("--result-file", type=click.Path(dir_okay=False, path_type=Path), metavar="F|-",
-              help="The result from a JSON file instead (- for stdin).")
+@json_file_option("--result-file", help_text="The result from a JSON file instead (- for stdin).")
 @click.option("--error", metavar="TEXT", help="What went wrong (with --failure).")
 @click.option("--usage", multiple=True, metavar="RESOURCE=N",
               help="Usage it cost, recorded in the same step (repeatable).")
-@agent_option
-@token_file_option
-@json_option
-@click.pass_context
+@with_agent
 def action_record(ctx: click.Context, proposal_id: str, success: bool, result: str | None,
                   result_file: Path | None, error: str | None, usage: tuple[str, ...],
                   agent_id: str, token_file: Path | None, as_json: bool) -> None:
@@ -171,8 +160,7 @@ def action_record(ctx: click.Context, proposal_id: str, success: bool, result: s
 
 
 @cli.command("approvals")
-@json_option
-@click.pass_context
+@with_json
 def approvals(ctx: click.Context, as_json: bool) -> None:
     """List what awaits the owner's approval, oldest first."""
     from loopx.tools.registry import NoParams

@@ -18,6 +18,7 @@ from loopx.cli.app import (
     run_tool,
     token_file_option,
     token_output,
+    with_json,
     workspace_of,
 )
 from loopx.kernel.errors import UsageProblem
@@ -27,8 +28,7 @@ from loopx.kernel.errors import UsageProblem
 @click.option("--goal-id", metavar="ID", help="The campaign's goal id (default: from the directory name).")
 @click.option("--owner-token-file", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the owner token to this new file (mode 600) instead of printing it.")
-@json_option
-@click.pass_context
+@with_json
 def init(ctx: click.Context, goal_id: str | None, owner_token_file: Path | None,
          as_json: bool) -> None:
     """Create a workspace here (or at --workspace) and its owner token, shown once."""
@@ -62,8 +62,7 @@ def _slug(name: str) -> str:
 @token_file_option
 @click.option("--expect-seq", type=click.IntRange(min=0), metavar="SEQ",
               help="Commit only if the log's head is still at SEQ.")
-@json_option
-@click.pass_context
+@with_json
 def append(ctx: click.Context, kind: str | None, source: str, agent_id: str,
            token_file: Path | None, expect_seq: int | None, as_json: bool) -> None:
     """Append a record or an atomic batch of records through the checked path."""
@@ -115,8 +114,7 @@ def _known_kinds(kinds: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--since", type=click.IntRange(min=0), default=0, metavar="SEQ",
               help="Only records after SEQ.")
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N records.")
-@json_option
-@click.pass_context
+@with_json
 def log(ctx: click.Context, kinds: tuple[str, ...], since: int, limit: int | None,
         as_json: bool) -> None:
     """List records in commit order (JSON Lines of the stored records with --json)."""
@@ -141,8 +139,7 @@ def log(ctx: click.Context, kinds: tuple[str, ...], since: int, limit: int | Non
 
 @cli.command()
 @click.argument("record_id")
-@json_option
-@click.pass_context
+@with_json
 def show(ctx: click.Context, record_id: str, as_json: bool) -> None:
     """Show one record by its record id (or by its seq number)."""
     from loopx.tools.kernel import RecordRef
@@ -154,8 +151,7 @@ def show(ctx: click.Context, record_id: str, as_json: bool) -> None:
 @cli.command()
 @click.option("--expect", "anchor", metavar="SEQ:HASH",
               help="Also prove the log still reaches this anchor (detects a truncated tail).")
-@json_option
-@click.pass_context
+@with_json
 def verify(ctx: click.Context, anchor: str | None, as_json: bool) -> None:
     """Check the whole log: canonical lines, hash chain, sequence, batches, schemas."""
     from loopx.kernel.errors import IntegrityError
@@ -203,8 +199,7 @@ def schemas_export(out: Path, check: bool, as_json: bool) -> None:
 
 
 @cli.command()
-@json_option
-@click.pass_context
+@with_json
 def migrate(ctx: click.Context, as_json: bool) -> None:
     """Bring a workspace to the current format (format 1 is the only one so far)."""
     from loopx.workspace import migrate_workspace

@@ -15,6 +15,7 @@ from loopx.cli.app import (
     json_option,
     role_option,
     token_file_option,
+    with_json,
 )
 
 
@@ -63,8 +64,7 @@ def lane_run(ctx: click.Context, role: str | None, agent_id: str, token_file: Pa
 
 @lane.command("prompt")
 @role_option("The role whose lane to print.", required=True)
-@json_option
-@click.pass_context
+@with_json
 def lane_prompt(ctx: click.Context, role: str, as_json: bool) -> None:
     """Print what an LLM coding agent needs to take ROLE's lane by hand: the loop, the commands,
     what it must not do, and that other agents' text is data, not instructions."""

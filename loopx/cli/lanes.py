@@ -8,17 +8,20 @@ from typing import Any
 import click
 
 from loopx.cli.app import (
-    agent_option,
+    Command,
     cli,
     credentials,
     emit,
     json_arg,
-    json_option,
+    json_file_option,
+    json_object,
     parse_under,
     role_option,
     run_tool,
-    token_file_option,
     token_output,
+    with_agent,
+    with_json,
+    with_token,
 )
 from loopx.kernel.errors import UsageProblem
 
@@ -37,9 +40,7 @@ def agent() -> None:
 @click.option("--note", metavar="TEXT", help="A short note kept with the grant.")
 @click.option("--out-token-file", type=click.Path(dir_okay=False, path_type=Path), metavar="F",
               help="Write the agent's token to this new file (mode 600) instead of printing it.")
-@token_file_option
-@json_option
-@click.pass_context
+@with_token
 def agent_register(ctx: click.Context, agent_id: str, role: str, quota: int | None,
                    note: str | None, out_token_file: Path | None, token_file: Path | None,
                    as_json: bool) -> None:
@@ -60,8 +61,7 @@ def agent_register(ctx: click.Context, agent_id: str, role: str, quota: int | No
 
 
 @agent.command("list")
-@json_option
-@click.pass_context
+@with_json
 def agent_list(ctx: click.Context, as_json: bool) -> None:
     """List agents: role, grant, claims made, leases held now."""
     from loopx.tools.registry import NoParams
@@ -76,9 +76,7 @@ def agent_list(ctx: click.Context, as_json: bool) -> None:
 @agent.command("revoke")
 @click.option("--agent-id", required=True, metavar="ID", help="The agent to revoke.")
 @click.option("--reason", default="", metavar="TEXT", help="Why (kept in the log).")
-@token_file_option
-@json_option
-@click.pass_context
+@with_token
 def agent_revoke(ctx: click.Context, agent_id: str, reason: str, token_file: Path | None,
                  as_json: bool) -> None:
     """Revoke an agent's grant (needs the owner token); its leases lapse at once."""
@@ -112,13 +110,10 @@ def todo() -> None:
               help="Failures and expiries before it fails for good (default: the role's).")
 @click.option("--cost", "cost", multiple=True, metavar="RESOURCE=N",
               help="Estimated cost, e.g. cpu_hours=0.5 (repeatable); not handed out over budget.")
-@click.option("--file", "-f", "source", type=click.Path(dir_okay=False, path_type=Path), metavar="F|-",
-              help="Add todo payloads from a JSON object or array instead (- for stdin).")
+@json_file_option("--file", "-f", "source",
+                  help_text="Add todo payloads from a JSON object or array instead (- for stdin).")
 @click.option("--under", metavar="TODO_ID:EPOCH", help="The held todo this addition works under.")
-@agent_option
-@token_file_option
-@json_option
-@click.pass_context
+@with_agent
 def todo_add(ctx: click.Context, todo_id: str | None, title: str | None, role: str | None,
              action_kind: str | None, text: str, assigned_to: str | None,
              blocked_by: tuple[str, ...], unblocks: str | None, hypothesis_id: str | None,
@@ -160,8 +155,7 @@ def todo_add(ctx: click.Context, todo_id: str | None, title: str | None, role: s
               help="Only todos in this state (repeatable): open, blocked, claimed, expired, "
                    "completed, failed.")
 @click.option("--agent", "agent_id", metavar="ID", help="Only todos this agent holds or is assigned.")
-@json_option
-@click.pass_context
+@with_json
 def todo_list(ctx: click.Context, role: str | None, states: tuple[str, ...], agent_id: str | None,
               as_json: bool) -> None:
     """List todos with their state, role and holder."""
@@ -176,8 +170,7 @@ def todo_list(ctx: click.Context, role: str | None, states: tuple[str, ...], age
 
 @todo.command("show")
 @click.argument("todo_id")
-@json_option
-@click.pass_context
+@with_json
 def todo_show(ctx: click.Context, todo_id: str, as_json: bool) -> None:
     """Show one todo: state, holder, epoch, lease, blockers, attempts."""
     from loopx.tools.lanes import TodoRef
@@ -200,10 +193,7 @@ def _claim_text(out: dict[str, Any]) -> str:
 
 @todo.command("claim")
 @click.argument("todo_id")
-@agent_option
-@token_file_option
-@json_option
-@click.pass_context
+@with_agent
 def todo_claim(ctx: click.Context, todo_id: str, agent_id: str, token_file: Path | None,
                as_json: bool) -> None:
     """Claim a named todo (executors: only successor todos; else use should-run --claim)."""
@@ -213,14 +203,17 @@ def todo_claim(ctx: click.Context, todo_id: str, agent_id: str, token_file: Path
     emit(as_json, out, _claim_text(out))
 
 
+def held_todo(fn: Command) -> Command:
+    """TODO_ID and ``--epoch``: the todo a lease step acts on, the epoch of the caller's claim."""
+    fn = click.option("--epoch", type=click.IntRange(min=1), required=True,
+                      help="The epoch of your claim.")(fn)
+    return click.argument("todo_id")(fn)
+
+
 @todo.command("heartbeat")
-@click.argument("todo_id")
-@click.option("--epoch", type=click.IntRange(min=1), required=True, help="The epoch of your claim.")
+@held_todo
 @click.option("--ttl", type=float, metavar="SECONDS", help="Extend by this much (default: the claim's TTL).")
-@agent_option
-@token_file_option
-@json_option
-@click.pass_context
+@with_agent
 def todo_heartbeat(ctx: click.Context, todo_id: str, epoch: int, ttl: float | None,
                    agent_id: str, token_file: Path | None, as_json: bool) -> None:
     """Extend the lease on a todo you hold."""
@@ -232,13 +225,9 @@ def todo_heartbeat(ctx: click.Context, todo_id: str, epoch: int, ttl: float | No
 
 
 @todo.command("release")
-@click.argument("todo_id")
-@click.option("--epoch", type=click.IntRange(min=1), required=True, help="The epoch of your claim.")
+@held_todo
 @click.option("--reason", metavar="TEXT", help="Why it is given back.")
-@agent_option
-@token_file_option
-@json_option
-@click.pass_context
+@with_agent
 def todo_release(ctx: click.Context, todo_id: str, epoch: int, reason: str | None,
                  agent_id: str, token_file: Path | None, as_json: bool) -> None:
     """Give a todo you hold back unfinished; it is open again at once."""
@@ -250,25 +239,18 @@ def todo_release(ctx: click.Context, todo_id: str, epoch: int, reason: str | Non
 
 
 @todo.command("complete")
-@click.argument("todo_id")
-@click.option("--epoch", type=click.IntRange(min=1), required=True, help="The epoch of your claim.")
+@held_todo
 @click.option("--result", "result_text", metavar="JSON", help="The recorded result, a JSON object.")
-@click.option("--result-file", type=click.Path(dir_okay=False, path_type=Path), metavar="F|-",
-              help="Read the result from a file (- for stdin).")
-@agent_option
-@token_file_option
-@json_option
-@click.pass_context
+@json_file_option("--result-file", help_text="Read the result from a file (- for stdin).")
+@with_agent
 def todo_complete(ctx: click.Context, todo_id: str, epoch: int, result_text: str | None,
                   result_file: Path | None, agent_id: str, token_file: Path | None,
                   as_json: bool) -> None:
     """Complete a todo you hold; your role's successor rules fire in the same step."""
     from loopx.tools.lanes import Complete
 
-    result = json_arg(result_text, result_file, "--result")
-    if result is not None and not isinstance(result, dict):
-        raise UsageProblem("--result must be a JSON object")
-    out = run_tool(ctx, "todo.complete", Complete(todo_id, epoch, result or {}),
+    result = json_object(result_text, result_file, "--result")
+    out = run_tool(ctx, "todo.complete", Complete(todo_id, epoch, result),
                    credentials(agent_id, token_file))
     added = f"; successors: {', '.join(out['successors'])}" if out["successors"] else ""
     done = "already completed" if out["already_completed"] else "completed"
@@ -276,23 +258,17 @@ def todo_complete(ctx: click.Context, todo_id: str, epoch: int, result_text: str
 
 
 @todo.command("fail")
-@click.argument("todo_id")
-@click.option("--epoch", type=click.IntRange(min=1), required=True, help="The epoch of your claim.")
+@held_todo
 @click.option("--reason", required=True, metavar="TEXT", help="What went wrong.")
 @click.option("--result", "result_text", metavar="JSON", help="Whatever was measured, a JSON object.")
-@agent_option
-@token_file_option
-@json_option
-@click.pass_context
+@with_agent
 def todo_fail(ctx: click.Context, todo_id: str, epoch: int, reason: str, result_text: str | None,
               agent_id: str, token_file: Path | None, as_json: bool) -> None:
     """Record a failed attempt on a todo you hold; it reopens until its attempts are spent."""
     from loopx.tools.lanes import Fail
 
-    result = json_arg(result_text, None, "--result")
-    if result is not None and not isinstance(result, dict):
-        raise UsageProblem("--result must be a JSON object")
-    out = run_tool(ctx, "todo.fail", Fail(todo_id, epoch, reason, result or {}),
+    result = json_object(result_text, None, "--result")
+    out = run_tool(ctx, "todo.fail", Fail(todo_id, epoch, reason, result),
                    credentials(agent_id, token_file))
     emit(as_json, out, f"failed {todo_id} epoch {epoch}; now {out['state']} "
                        f"({out['failures']} failure(s))")
@@ -310,9 +286,7 @@ def quota() -> None:
               help="The asking agent (env LOOPX_AGENT_ID).")
 @click.option("--claim", is_flag=True, help="Also claim the selected todo, in the same locked step "
                                             "(needs the agent's token).")
-@token_file_option
-@json_option
-@click.pass_context
+@with_token
 def should_run(ctx: click.Context, agent_id: str, claim: bool, token_file: Path | None,
                as_json: bool) -> None:
     """Whether this agent should run, why, and which todo (exit 0 either way)."""
@@ -324,8 +298,7 @@ def should_run(ctx: click.Context, agent_id: str, claim: bool, token_file: Path 
 
 
 @cli.command()
-@json_option
-@click.pass_context
+@with_json
 def status(ctx: click.Context, as_json: bool) -> None:
     """One screen of the campaign: agents, leases held, todos by state."""
     from loopx.tools.registry import NoParams
@@ -358,8 +331,7 @@ def lanes() -> None:
 
 
 @lanes.command("show")
-@json_option
-@click.pass_context
+@with_json
 def lanes_show(ctx: click.Context, as_json: bool) -> None:
     """Show the role profiles in force (as recorded in the log)."""
     from loopx.tools.registry import NoParams
@@ -374,9 +346,7 @@ def lanes_show(ctx: click.Context, as_json: bool) -> None:
 
 
 @lanes.command("apply")
-@token_file_option
-@json_option
-@click.pass_context
+@with_token
 def lanes_apply(ctx: click.Context, token_file: Path | None, as_json: bool) -> None:
     """Validate .loopx/lanes/*.toml and record the changed profiles (needs the owner token)."""
     from loopx.tools.registry import NoParams

@@ -10,13 +10,12 @@ from typing import Any
 import click
 
 from loopx.cli.app import (
-    agent_option,
     cli,
     credentials,
     emit,
-    json_option,
     run_tool,
-    token_file_option,
+    with_agent,
+    with_token,
     workspace_of,
 )
 from loopx.kernel.errors import UsageProblem
@@ -91,9 +90,7 @@ def _render_or_publish(ctx: click.Context, surface: str, fmt: str, out: Path | N
               show_default=True, help="Markdown, or one self-contained HTML page.")
 @out_option
 @publisher_option
-@token_file_option
-@json_option
-@click.pass_context
+@with_token
 def story(ctx: click.Context, fmt: str, out: Path | None, agent_id: str | None,
           token_file: Path | None, as_json: bool) -> None:
     """The public-safe case story, rendered from projections through the redaction and
@@ -108,9 +105,7 @@ def story(ctx: click.Context, fmt: str, out: Path | None, agent_id: str | None,
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
               help="Port for --serve (0: any free port).")
 @publisher_option
-@token_file_option
-@json_option
-@click.pass_context
+@with_token
 def board(ctx: click.Context, out: Path | None, serve: bool, port: int, agent_id: str | None,
           token_file: Path | None, as_json: bool) -> None:
     """The board: three candidate columns, the evidence graph and the frontier, as one
@@ -135,10 +130,7 @@ def board(ctx: click.Context, out: Path | None, serve: bool, port: int, agent_id
 
 @cli.command("preview")
 @click.option("--preview-id", metavar="ID", help="Its id (default: a fresh preview-... id).")
-@agent_option
-@token_file_option
-@json_option
-@click.pass_context
+@with_agent
 def preview(ctx: click.Context, preview_id: str | None, agent_id: str, token_file: Path | None,
             as_json: bool) -> None:
     """Record a preview of the story's new first screen, for the owner to approve (`loopx

@@ -8,16 +8,16 @@ from pathlib import Path
 import click
 
 from loopx.cli.app import (
-    agent_option,
     cli,
     credentials,
     emit,
     json_arg,
-    json_option,
+    json_file_option,
     key_values,
     parse_under,
     run_tool,
-    token_file_option,
+    with_agent,
+    with_json,
 )
 from loopx.kernel.errors import UsageProblem
 
@@ -45,8 +45,8 @@ def hypothesis() -> None:
 
 
 @hypothesis.command("propose")
-@click.option("--file", "-f", "source", type=click.Path(dir_okay=False, path_type=Path),
-              metavar="F|-", help="The research_hypothesis_v0 payload as JSON instead of flags.")
+@json_file_option("--file", "-f", "source",
+                  help_text="The research_hypothesis_v0 payload as JSON instead of flags.")
 @click.option("--hypothesis-id", metavar="ID", help="The hypothesis' id.")
 @click.option("--title", metavar="TEXT", help="A one-line title.")
 @click.option("--statement", metavar="TEXT", help="What is claimed, testably.")
@@ -64,10 +64,7 @@ def hypothesis() -> None:
 @click.option("--dev-todo", metavar="TODO_ID",
               help="Also add a run_dev_eval todo with this id for the executors, in one batch.")
 @under_option
-@agent_option
-@token_file_option
-@json_option
-@click.pass_context
+@with_agent
 def hypothesis_propose(ctx: click.Context, source: Path | None, hypothesis_id: str | None,
                        title: str | None, statement: str | None, mechanism: str | None,
                        params: tuple[str, ...], parent: str | None, supersedes: str | None,
@@ -119,10 +116,7 @@ def evidence() -> None:
 @evidence.command("append-packet")
 @click.argument("source", metavar="FILE|-", type=click.Path(dir_okay=False, path_type=Path))
 @under_option
-@agent_option
-@token_file_option
-@json_option
-@click.pass_context
+@with_agent
 def evidence_append_packet(ctx: click.Context, source: Path, under: str, agent_id: str,
                            token_file: Path | None, as_json: bool) -> None:
     """Record an attempt's auto_research_evidence_packet_v0 payload (executor, under its todo);
@@ -143,10 +137,7 @@ def evidence_append_packet(ctx: click.Context, source: Path, under: str, agent_i
 @click.argument("hypothesis_id", metavar="HYPOTHESIS")
 @click.option("--split", type=click.Choice(["dev", "heldout"]), required=True,
               help="Which split's results to judge.")
-@agent_option
-@token_file_option
-@json_option
-@click.pass_context
+@with_agent
 def evidence_judge(ctx: click.Context, hypothesis_id: str, split: str, agent_id: str,
                    token_file: Path | None, as_json: bool) -> None:
     """Judge every scored packet of a hypothesis on one split with the contract's rule and
@@ -181,10 +172,7 @@ def novelty() -> None:
 @click.option("--ref", "refs", multiple=True, metavar="KIND:REF",
               help="What the audit compared against (repeatable).")
 @click.option("--note", metavar="TEXT", help="The audit's reasoning, briefly.")
-@agent_option
-@token_file_option
-@json_option
-@click.pass_context
+@with_agent
 def novelty_audit(ctx: click.Context, hypothesis_id: str, verdict: str, refs: tuple[str, ...],
                   note: str | None, agent_id: str, token_file: Path | None,
                   as_json: bool) -> None:
@@ -203,10 +191,7 @@ def gate() -> None:
 
 @gate.command("check")
 @click.argument("hypothesis_id", metavar="HYPOTHESIS")
-@agent_option
-@token_file_option
-@json_option
-@click.pass_context
+@with_agent
 def gate_check(ctx: click.Context, hypothesis_id: str, agent_id: str, token_file: Path | None,
                as_json: bool) -> None:
     """Verify from git that the evidence a hypothesis rests on left the protected scope alone,
@@ -230,10 +215,7 @@ def gate_check(ctx: click.Context, hypothesis_id: str, agent_id: str, token_file
               help="Why it is retired (required with retire).")
 @click.option("--note", metavar="TEXT", help="A short note kept with the decision.")
 @click.option("--decision-id", metavar="ID", help="Its id (default: a fresh dec-... id).")
-@agent_option
-@token_file_option
-@json_option
-@click.pass_context
+@with_agent
 def decide(ctx: click.Context, outcome: str, hypothesis_id: str, reason: str | None,
            note: str | None, decision_id: str | None, agent_id: str, token_file: Path | None,
            as_json: bool) -> None:
@@ -256,8 +238,7 @@ def decide(ctx: click.Context, outcome: str, hypothesis_id: str, reason: str | N
 # -- projections -----------------------------------------------------------------------------
 
 @cli.command("graph")
-@json_option
-@click.pass_context
+@with_json
 def graph(ctx: click.Context, as_json: bool) -> None:
     """The research_evidence_graph_v0: typed nodes and edges (same log, same bytes)."""
     from loopx.tools.registry import NoParams
@@ -273,8 +254,7 @@ def graph(ctx: click.Context, as_json: bool) -> None:
 @cli.command("frontier")
 @click.option("--agent-id", metavar="ID",
               help="Only what this agent's role acts on next ('owner' for the owner).")
-@json_option
-@click.pass_context
+@with_json
 def frontier(ctx: click.Context, agent_id: str | None, as_json: bool) -> None:
     """decentralized_research_frontier_v0: each hypothesis' state, next action and its role."""
     from loopx.tools.research import Frontier
@@ -288,8 +268,7 @@ def frontier(ctx: click.Context, agent_id: str | None, as_json: bool) -> None:
 
 
 @cli.command("candidates")
-@json_option
-@click.pass_context
+@with_json
 def candidates(ctx: click.Context, as_json: bool) -> None:
     """Promotion, retirement and retry candidates, each with the records it rests on."""
     from loopx.tools.registry import NoParams

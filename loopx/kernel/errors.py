@@ -13,6 +13,15 @@ class LoopxError(Exception):
     exit_code = 1
     code = "error"
 
+    def __init_subclass__(cls, *, exit_code: int | None = None, code: str | None = None) -> None:
+        # A subclass names its exit code and JSON code in its class line; what it leaves out
+        # it inherits.
+        super().__init_subclass__()
+        if exit_code is not None:
+            cls.exit_code = exit_code
+        if code is not None:
+            cls.code = code
+
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
         self.message = message
@@ -37,14 +46,11 @@ class FieldProblem:
         return f"{self.field}: {self.problem}"
 
 
-class RecordRejected(LoopxError):
+class RecordRejected(LoopxError, exit_code=2, code="invalid_record"):
     """A submitted record or batch is malformed (unknown kind or field, wrong type, too large).
 
     Nothing is written when this is raised.
     """
-
-    exit_code = 2
-    code = "invalid_record"
 
     def __init__(self, problems: list[FieldProblem], *, context: str = "record") -> None:
         self.problems = problems
@@ -62,39 +68,24 @@ class RecordRejected(LoopxError):
         return out
 
 
-class UsageProblem(LoopxError):
+class UsageProblem(LoopxError, exit_code=2, code="usage"):
     """The command was called wrongly (a bad option value, a missing file)."""
 
-    exit_code = 2
-    code = "usage"
 
-
-class WorkspaceError(LoopxError):
+class WorkspaceError(LoopxError, exit_code=3, code="workspace"):
     """No workspace was found, one already exists, or its format is not one this loopx reads."""
 
-    exit_code = 3
-    code = "workspace"
 
-
-class ConflictError(LoopxError):
+class ConflictError(LoopxError, exit_code=4, code="conflict"):
     """An optimistic append lost a race: the log is no longer at the expected sequence number."""
 
-    exit_code = 4
-    code = "conflict"
 
-
-class LockTimeout(LoopxError):
+class LockTimeout(LoopxError, exit_code=4, code="lock_timeout"):
     """The store lock could not be taken in time (another writer is stuck or very slow)."""
 
-    exit_code = 4
-    code = "lock_timeout"
 
-
-class IntegrityError(LoopxError):
+class IntegrityError(LoopxError, exit_code=5, code="integrity"):
     """The log is not what was written: a broken chain, an edited line, corruption mid-log."""
-
-    exit_code = 5
-    code = "integrity"
 
     def __init__(self, message: str, *, seq: int | None = None, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
@@ -106,20 +97,15 @@ class IntegrityError(LoopxError):
         return out
 
 
-class Refused(LoopxError):
+class Refused(LoopxError, exit_code=8, code="refused"):
     """A well-formed request the campaign's current state does not allow (a todo that is not
     claimable, a capability rule). Nothing is written."""
 
-    exit_code = 8
-    code = "refused"
 
-
-class ResearchRefused(Refused):
+class ResearchRefused(Refused, code="research_refused"):
     """A research rule refused a well-formed, authorised request (a held-out read over budget, a
     duplicate of a retired hypothesis, a promotion without its candidate). Unlike other
     refusals it is recorded: a ``research_refusal_v0`` takes the request's place in the log."""
-
-    code = "research_refused"
 
     def __init__(self, rule: str, message: str, *, hypothesis_id: str | None = None,
                  cites: list[str] | None = None, detail: dict[str, object] | None = None,
@@ -139,18 +125,12 @@ class ResearchRefused(Refused):
         return out
 
 
-class Unauthorized(Refused):
+class Unauthorized(Refused, exit_code=7, code="unauthorized"):
     """No token, a wrong token, a revoked grant, or a token of another agent."""
 
-    exit_code = 7
-    code = "unauthorized"
 
-
-class Forbidden(Refused):
+class Forbidden(Refused, exit_code=7, code="forbidden"):
     """The writer's role may not append this kind with this action; the message names all three."""
-
-    exit_code = 7
-    code = "forbidden"
 
     def __init__(self, role: str, kind: str, action: str, *, why: str = "") -> None:
         detail = f": {why}" if why else ""
@@ -164,29 +144,20 @@ class Forbidden(Refused):
         return out
 
 
-class StaleLease(Refused):
+class StaleLease(Refused, exit_code=4, code="stale_lease"):
     """A write tied to a todo whose epoch is no longer current, or whose lease had expired."""
 
-    exit_code = 4
-    code = "stale_lease"
 
-
-class NotFound(LoopxError):
+class NotFound(LoopxError, exit_code=6, code="not_found"):
     """A record, segment or file that was asked for does not exist."""
 
-    exit_code = 6
-    code = "not_found"
 
-
-class StorageError(LoopxError):
+class StorageError(LoopxError, exit_code=11, code="storage"):
     """The filesystem refused what loopx needed to do: read-only, full, or not permitted.
 
     Carries the path and the errno's name (``EROFS``, ``ENOSPC``, ``EACCES``, ...), and a hint
     fitting that errno; the message says what was (not) written.
     """
-
-    exit_code = 11
-    code = "storage"
 
     def __init__(self, message: str, *, path: str | None, errno_name: str,
                  hint: str | None = None, outcome: str = "") -> None:
@@ -245,12 +216,9 @@ def _storage_hint(code: int | None, path: str | None) -> str:
     return "check the disk and the system log (dmesg); then run the command again"
 
 
-class RedactionBlocked(LoopxError):
+class RedactionBlocked(LoopxError, exit_code=10, code="redaction"):
     """The narrator's output would publish something not meant for the public; nothing was
     written. ``findings`` name each record and field, never the value."""
-
-    exit_code = 10
-    code = "redaction"
 
     def __init__(self, findings: list[dict[str, str | None]]) -> None:
         self.findings = findings

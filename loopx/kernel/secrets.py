@@ -17,28 +17,37 @@ from typing import Any
 
 from loopx.kernel.deobfuscate import Reading, Readings, normalise, read
 from loopx.kernel.errors import FieldProblem
+from loopx.kernel.members import members
 from loopx.kernel.tokens import TOKEN_PATTERN
 
-# (what it looks like, pattern), checked in every string value and key.
-PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("a loopx token", TOKEN_PATTERN),
-    ("a private key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----")),
-    ("an AWS access key id", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b")),
-    ("a GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})")),
-    ("a GitLab token", re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}")),
-    ("a Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
-    ("an API secret key", re.compile(r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,}")),
-    ("a Stripe key", re.compile(r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}")),
-    ("a Google API key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}")),
-    ("a Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
-    ("a JSON web token", re.compile(
-        r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
+# (what a text looks like, the pattern that finds it): the first row that matches names it.
+NamedPatterns = tuple[tuple[str, re.Pattern[str]], ...]
+
+
+def named_patterns(*rows: tuple[str, str]) -> NamedPatterns:
+    """(what it looks like, regex source) rows, compiled, in the order given."""
+    return tuple((what, re.compile(source)) for what, source in rows)
+
+
+# Checked in every string value and key.
+PATTERNS = named_patterns(
+    ("a loopx token", TOKEN_PATTERN.pattern),
+    ("a private key", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"),
+    ("an AWS access key id", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b"),
+    ("a GitHub token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),
+    ("a GitLab token", r"\bglpat-[A-Za-z0-9_\-]{20,}"),
+    ("a Slack token", r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"),
+    ("an API secret key", r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,}"),
+    ("a Stripe key", r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"),
+    ("a Google API key", r"\bAIza[0-9A-Za-z_\-]{35}"),
+    ("a Hugging Face token", r"\bhf_[A-Za-z0-9]{30,}"),
+    ("a JSON web token",
+     r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
     # A scheme is short; an unbounded one made this search quadratic on long hyphenated runs.
-    ("a password in a URL", re.compile(
-        r"\b[A-Za-z][A-Za-z0-9+.\-]{0,31}://[^/\s:@]+:[^/\s@]+@")),
-    ("a credential assignment", re.compile(
-        r"(?i)\b(?:password|passwd|secret|api[_\-]?key|access[_\-]?key|auth[_\-]?token|"
-        r"access[_\-]?token|client[_\-]?secret)\s*[=:]\s*['\"]?[^\s'\"$]{6,}")),
+    ("a password in a URL", r"\b[A-Za-z][A-Za-z0-9+.\-]{0,31}://[^/\s:@]+:[^/\s@]+@"),
+    ("a credential assignment",
+     r"(?i)\b(?:password|passwd|secret|api[_\-]?key|access[_\-]?key|auth[_\-]?token|"
+     r"access[_\-]?token|client[_\-]?secret)\s*[=:]\s*['\"]?[^\s'\"$]{6,}"),
 )
 # A key with one of these names holding a literal string is a credential (an environment
 # reference such as "$HF_TOKEN" or "env:HF_TOKEN" is fine).
@@ -109,20 +118,15 @@ def secret_problems(value: Any, path: str = "") -> list[FieldProblem]:
         what = secret_kind(value)
         return [_problem(path, what)] if what else []
     problems: list[FieldProblem] = []
-    if isinstance(value, list):
-        for i, item in enumerate(value):
-            problems += secret_problems(item, f"{path}.{i}" if path else str(i))
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            name = str(key)
-            what = secret_kind(name)
+    for where, key, item in members(value, path):
+        if key is not None:
+            what = secret_kind(key)
             if what:
                 problems.append(_problem(f"{path}.<key>" if path else "<key>", what))
                 continue
-            where = f"{path}.{name}" if path else name
-            if (isinstance(item, str) and SECRET_KEY.search(normalise(name)) and len(item) >= 6
+            if (isinstance(item, str) and SECRET_KEY.search(normalise(key)) and len(item) >= 6
                     and not item.startswith(("$", "env:"))):
-                problems.append(_problem(where, f"a credential (field {name!r})"))
+                problems.append(_problem(where, f"a credential (field {key!r})"))
                 continue
-            problems += secret_problems(item, where)
+        problems += secret_problems(item, where)
     return problems

@@ -9,6 +9,7 @@ import secrets
 from typing import Any
 
 from loopx.kernel.errors import FieldProblem
+from loopx.kernel.members import members
 
 TOKEN_PREFIX = "lpx_"
 # token_urlsafe(32) gives 43 characters; anything close to that after the prefix is refused.
@@ -38,15 +39,10 @@ def token_problems(value: Any, path: str) -> list[FieldProblem]:
                                  "written into records (pass them by environment or file)")]
         return []
     problems: list[FieldProblem] = []
-    if isinstance(value, list):
-        for i, item in enumerate(value):
-            problems += token_problems(item, f"{path}.{i}" if path else str(i))
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            name = str(key)
-            if TOKEN_PREFIX in name and TOKEN_PATTERN.search(name):
-                name = "<key holding a token>"  # the error must not repeat the secret
-                problems += token_problems(key, f"{path}.{name}" if path else name)
-            where = f"{path}.{name}" if path else name
-            problems += token_problems(item, where)
+    for where, key, item in members(value, path):
+        if key is not None and TOKEN_PREFIX in key and TOKEN_PATTERN.search(key):
+            hidden = "<key holding a token>"  # the error must not repeat the secret
+            where = f"{path}.{hidden}" if path else hidden
+            problems += token_problems(key, where)
+        problems += token_problems(item, where)
     return problems

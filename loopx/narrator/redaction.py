@@ -14,7 +14,6 @@ of private fields and private records, which the story never reads.
 from __future__ import annotations
 
 import html
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,30 +22,30 @@ from pydantic import BaseModel
 
 from loopx.kernel.deobfuscate import read
 from loopx.kernel.errors import RedactionBlocked
-from loopx.kernel.secrets import found_how, secret_kind_in
+from loopx.kernel.secrets import found_how, named_patterns, secret_kind_in
 from loopx.narrator.story import Story
 
 View = dict[str, Any]
 
-PRIVATE_PATHS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("a home directory path", re.compile(
-        r"(?<![\w.\-])(?:/home|/Users|/root|/var/folders|/private/var)(?:/|\b)")),
-    ("a home directory path", re.compile(r"(?i)\b[A-Z]:\\(?:Users|Documents and Settings)\\")),
-    ("a home directory path", re.compile(r"(?<![\w/.\-])~/")),
+PRIVATE_PATHS = named_patterns(
+    ("a home directory path",
+     r"(?<![\w.\-])(?:/home|/Users|/root|/var/folders|/private/var)(?:/|\b)"),
+    ("a home directory path", r"(?i)\b[A-Z]:\\(?:Users|Documents and Settings)\\"),
+    ("a home directory path", r"(?<![\w/.\-])~/"),
     # Any drive, either slash; not a URL scheme (a letter before the colon).
-    ("a Windows drive path", re.compile(r"(?<![A-Za-z0-9+.\-])[A-Za-z]:(?:\\|/(?!/))")),
-    ("a network (UNC) path", re.compile(r"(?<!\\)\\\\[\w.$\-]+\\[\w.$\-]")),
-    ("a temporary directory path", re.compile(r"(?<![\w.\-])/(?:var/)?tmp/")),
-    ("a workspace-internal path", re.compile(r"(?<![\w\-])\.loopx(?:/|\\)")),
+    ("a Windows drive path", r"(?<![A-Za-z0-9+.\-])[A-Za-z]:(?:\\|/(?!/))"),
+    ("a network (UNC) path", r"(?<!\\)\\\\[\w.$\-]+\\[\w.$\-]"),
+    ("a temporary directory path", r"(?<![\w.\-])/(?:var/)?tmp/"),
+    ("a workspace-internal path", r"(?<![\w\-])\.loopx(?:/|\\)"),
 )
-LOG_EXCERPTS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("a raw log excerpt (a traceback)", re.compile(r"Traceback \(most recent call last\)")),
-    ("a raw log excerpt (a stack frame)", re.compile(r'File "[^"\n]+", line \d+')),
-    ("a raw log excerpt (a stack frame)", re.compile(r"^\s+at \S+ \(\S+:\d+:\d+\)", re.MULTILINE)),
-    ("a raw log excerpt (a log record)", re.compile(r'"(?:prev_hash|batch_end|capability)"\s*:')),
-    ("a raw log excerpt (a log line)", re.compile(
-        r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}\S*\]?\s+\[?"
-        r"(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL)\b")),
+LOG_EXCERPTS = named_patterns(
+    ("a raw log excerpt (a traceback)", r"Traceback \(most recent call last\)"),
+    ("a raw log excerpt (a stack frame)", r'File "[^"\n]+", line \d+'),
+    ("a raw log excerpt (a stack frame)", r"(?m)^\s+at \S+ \(\S+:\d+:\d+\)"),
+    ("a raw log excerpt (a log record)", r'"(?:prev_hash|batch_end|capability)"\s*:'),
+    ("a raw log excerpt (a log line)",
+     r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}\S*\]?\s+\[?"
+     r"(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL)\b"),
 )
 # A private value shorter than this is too likely to occur in ordinary words to search for;
 # paths are searched from four characters.

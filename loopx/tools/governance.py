@@ -105,22 +105,23 @@ class OwnerVerdict:
     approver: str | None = None
 
 
+def _verdict(ctx: ToolContext, p: OwnerVerdict, *, approved: bool) -> dict[str, Any]:
+    from loopx.governance.actions import decide_approval
+
+    return decide_approval(ctx.ledger, ctx.credentials(), p.subject_id, approved=approved,
+                           note=p.note, kind=p.subject, approver=p.approver)
+
+
 @tool("action.approve", params=OwnerVerdict, writes=True)
 def action_approve(ctx: ToolContext, p: OwnerVerdict) -> dict[str, Any]:
     """Approve a proposal, decision or preview (owner token); approval never executes anything."""
-    from loopx.governance.actions import decide_approval
-
-    return decide_approval(ctx.ledger, ctx.credentials(), p.subject_id, approved=True,
-                           note=p.note, kind=p.subject, approver=p.approver)
+    return _verdict(ctx, p, approved=True)
 
 
 @tool("action.reject", params=OwnerVerdict, writes=True)
 def action_reject(ctx: ToolContext, p: OwnerVerdict) -> dict[str, Any]:
     """Reject a proposal, decision or preview (owner token)."""
-    from loopx.governance.actions import decide_approval
-
-    return decide_approval(ctx.ledger, ctx.credentials(), p.subject_id, approved=False,
-                           note=p.note, kind=p.subject, approver=p.approver)
+    return _verdict(ctx, p, approved=False)
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,12 @@ def approvals_list(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     return {"pending": pending_approvals(ctx.view())}
 
 
+def _under(todo_id: str | None, epoch: int | None) -> tuple[str, int] | None:
+    """The held todo a usage or finding record is written under, if any (epoch 0 when only the
+    todo is given)."""
+    return None if todo_id is None else (todo_id, epoch or 0)
+
+
 @dataclass(frozen=True)
 class UsageAdd:
     gpu_hours: float = 0.0
@@ -187,13 +194,12 @@ class UsageAdd:
 @tool("usage.add", params=UsageAdd, writes=True)
 def usage_add(ctx: ToolContext, p: UsageAdd) -> dict[str, Any]:
     """Record resource use by the calling agent (non-negative increments)."""
+    from loopx.governance.resources import RESOURCES
     from loopx.governance.usage import add_usage
 
-    increments = {k: getattr(p, k) for k in ("gpu_hours", "cpu_hours", "storage_gb",
-                                             "download_gb", "experiments")}
-    under = None if p.under_todo_id is None else (p.under_todo_id, p.under_epoch or 0)
+    increments = {k: getattr(p, k) for k in RESOURCES}
     return add_usage(ctx.ledger, ctx.credentials(), increments, proposal_id=p.proposal_id,
-                     note=p.note, under=under)
+                     note=p.note, under=_under(p.under_todo_id, p.under_epoch))
 
 
 @tool("usage.show", params=NoParams, writes=False)
@@ -221,10 +227,10 @@ def finding_add(ctx: ToolContext, p: FindingAdd) -> dict[str, Any]:
     """Record a finding of one statement kind, with the evidence it rests on."""
     from loopx.governance.findings import add_finding
 
-    under = None if p.under_todo_id is None else (p.under_todo_id, p.under_epoch or 0)
     return add_finding(ctx.ledger, ctx.credentials(), kind=p.kind, statement=p.statement,
                        evidence=p.evidence, confidence=p.confidence, supersedes=p.supersedes,
-                       finding_id=p.finding_id, under=under)
+                       finding_id=p.finding_id,
+                       under=_under(p.under_todo_id, p.under_epoch))
 
 
 @dataclass(frozen=True)

@@ -113,9 +113,14 @@ def todo_claim(ctx: ToolContext, p: TodoRef) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Heartbeat:
-    todo_id: str
+class HeldTodo(TodoRef):
+    """A todo the caller holds and the epoch of its claim: what every lease step names."""
+
     epoch: int
+
+
+@dataclass(frozen=True)
+class Heartbeat(HeldTodo):
     ttl_seconds: float | None = None
 
 
@@ -128,9 +133,7 @@ def todo_heartbeat(ctx: ToolContext, p: Heartbeat) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Release:
-    todo_id: str
-    epoch: int
+class Release(HeldTodo):
     reason: str | None = None
 
 
@@ -143,9 +146,7 @@ def todo_release(ctx: ToolContext, p: Release) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Complete:
-    todo_id: str
-    epoch: int
+class Complete(HeldTodo):
     result: dict[str, Any] = field(default_factory=dict)
 
 
@@ -158,9 +159,7 @@ def todo_complete(ctx: ToolContext, p: Complete) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Fail:
-    todo_id: str
-    epoch: int
+class Fail(HeldTodo):
     reason: str
     result: dict[str, Any] = field(default_factory=dict)
 

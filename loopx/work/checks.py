@@ -11,12 +11,18 @@ from typing import Any
 
 from loopx.kernel.checks import OWNER, OWNER_CAPABILITY, OWNER_ROLE, Identity
 from loopx.kernel.domains import Expected, installed
-from loopx.kernel.errors import Forbidden, Refused, StaleLease, Unauthorized
+from loopx.kernel.errors import Forbidden, NotFound, Refused, StaleLease, Unauthorized
 from loopx.kernel.tokens import token_matches
 from loopx.work.extensions import CLAIM_CHECK
 from loopx.work.leases import lease_live
 from loopx.work.scope import action_of, allowed
-from loopx.work.should_run import blockers, live_holdings, quota_left, select
+from loopx.work.should_run import (
+    agent_entry,
+    blockers,
+    live_holdings,
+    quota_left,
+    select,
+)
 from loopx.work.state import LaneState, effective
 from loopx.work.successors import successor_todos
 
@@ -29,12 +35,12 @@ def identify(lanes: LaneState, agent_id: str, token: str) -> Identity:
     Raises:
         Unauthorized: not registered, revoked, or the token is another agent's.
     """
-    agent = lanes["agents"].get(agent_id)
-    if agent is None:
-        raise Unauthorized(f"agent {agent_id!r} is not registered",
-                           hint="the owner registers agents with `loopx agent register`")
-    if agent["revoked"]:
-        raise Unauthorized(f"agent {agent_id!r} was revoked")
+    try:
+        agent = agent_entry(lanes, agent_id)
+    except NotFound as exc:
+        # To a caller presenting a token, an unknown agent is a failed authentication (exit 7),
+        # not a lookup that found nothing (exit 6).
+        raise Unauthorized(f"agent {agent_id!r} is not registered", hint=exc.hint) from None
     if not token_matches(token, agent["token_sha256"]):
         raise Unauthorized(f"the token is not agent {agent_id!r}'s")
     return Identity(agent_id, agent["role"], agent["grant_id"])
