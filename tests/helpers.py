@@ -90,3 +90,12 @@ def research_workspace(root: Path, goal_id: str) -> ResearchLoop:
     root.mkdir()
     workspace, owner_token = init_workspace(root, goal_id)
     return ResearchLoop(workspace.ledger(), Credentials("owner", owner_token))
+
+
+def git(repo: Path, *args: str) -> str:
+    """Run git in ``repo`` as a fixed test author (no user config needed); its stdout."""
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org",
+           "HOME": str(repo)}
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                          text=True, env=env).stdout.strip()

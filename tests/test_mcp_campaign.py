@@ -8,7 +8,6 @@ afterwards `loopx verify` passes, the hypothesis is promoted and the story is pu
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from contextlib import AsyncExitStack
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import git
 
 from loopx.governance.actions import decide_approval
 from loopx.kernel.checks import Credentials
@@ -35,13 +35,6 @@ ROLES = {"cur": "research_curator", "prop": "hypothesis_proposer", "ex": "resear
 DEV = [0.95, 0.96, 0.97]
 HELDOUT = [0.93, 0.94, 0.95]
 
-
-def git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org",
-           "HOME": str(repo)}
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
-                          text=True, env=env).stdout.strip()
 
 
 class Owner:

@@ -4,12 +4,11 @@ refusals are clear, change nothing they refuse, and are recorded."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import git
 from lanes_support import campaign
 
 from loopx.governance.actions import decide_approval, pending_approvals
@@ -352,13 +351,6 @@ def test_an_evaluator_never_audits_a_hypothesis_it_proposed() -> None:
 
 
 # -- the protected boundary, from git ------------------------------------------------------------
-
-def git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org",
-           "HOME": str(repo)}
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
-                          text=True, env=env).stdout.strip()
 
 
 def commit(repo: Path, path: str, text: str, message: str) -> str:
