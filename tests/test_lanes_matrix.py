@@ -157,6 +157,24 @@ def research_draft(c: Campaign, agent: str, kind: str, action: str,
                         "reason": "a test refusal"}}
 
 
+def grounding_draft(c: Campaign, role: str, agent: str, action: str, held: dict[str, Any],
+                    creds: Credentials) -> dict[str, Any]:
+    """A campaign-wide grounding ref, or one for h1, which a role that may ground a hypothesis
+    proposes itself (a hypothesis' grounding refs are its proposer's)."""
+    loop = research_loop(c)
+    ref = {"kind": "paper", "ref": "arXiv:2101.00001"}
+    if action == "ground_campaign":
+        return {"payload": {"ref": ref}}
+    if "ground" in expected_scope(role).get("grounding_ref_v0", ()):
+        c.ledger.append({**held, "payload": {
+            "hypothesis_id": "h1", "title": "t", "statement": "s", "mechanism_family": "m",
+            "claimed_by": agent, "no_grounding_reason": "test"}}, creds=creds,
+            kind="research_hypothesis_v0")
+    else:
+        loop.propose("h1")
+    return {"payload": {"ref": ref, "hypothesis_id": "h1"}}
+
+
 def decision_draft(c: Campaign, action: str) -> dict[str, Any]:
     """A decision on a candidate: h1 promoted on dev and held-out evidence, or h2 retired as a
     duplicate of h1."""
@@ -195,6 +213,8 @@ def draft(c: Campaign, role: str, agent: str, kind: str, action: str,
     """A well-formed draft performing ``action`` on ``kind``, valid but for the scope check."""
     if kind in GOVERNANCE:
         return governance_draft(c, role, agent, kind, action, creds)
+    if kind == "grounding_ref_v0":
+        return grounding_draft(c, role, agent, action, held, creds)
     if kind in RESEARCH:
         return research_draft(c, agent, kind, action, held)
     if kind == "rollout_event_v0":

@@ -24,6 +24,7 @@ from loopx.kernel.fold import State
 from loopx.kernel.ledger import Ledger
 from loopx.research.decisions import decide
 from loopx.research.graph import graph_json
+from loopx.research.grounding import add_grounding_ref
 from loopx.research.operations import audit_novelty
 from loopx.research.projections import RETIRE_REASONS, candidates, frontier
 from loopx.research.state import SLICES
@@ -47,6 +48,7 @@ MECHANISMS = ("width", "depth", "lr")
 STATEMENTS = ("wider layers lift accuracy", "Wider  layers lift ACCURACY",
               "a lower learning rate lifts accuracy")
 LEVELS = (0.86, 0.9, 0.95)  # below, at and above the contract's baseline 0.9
+CHECKED = [{"kind": "paper", "ref": "arXiv:1608.03983"}]  # what the novelty audits compared
 
 values = st.tuples(st.sampled_from(LEVELS),
                    st.lists(st.integers(-10, 10), min_size=3, max_size=3)).map(
@@ -71,6 +73,10 @@ operations = st.one_of(
     st.tuples(st.just("audit"), st.integers(0, 20),
               st.sampled_from(("novel", "not_novel", "inconclusive"))),
     st.tuples(st.just("approve"), st.integers(0, 20), st.booleans()),
+    # The proposer grounds a hypothesis, sometimes on what the audits check (which refuses
+    # later novel verdicts, never earlier ones).
+    st.tuples(st.just("ground"), st.integers(0, 20),
+              st.sampled_from(("arXiv:1608.03983v2", "https://example.org/idea"))),
     st.tuples(st.just("reopen")),
 )
 
@@ -176,7 +182,10 @@ def apply(loop: ResearchLoop, op: tuple[Any, ...], hids: list[str],
                 reason = "superseded"
         decide(loop.ledger, ev, hid, outcome, reason=reason or None, note=op[3])
     elif kind == "audit":
-        audit_novelty(loop.ledger, ev, hid, op[2])
+        audit_novelty(loop.ledger, ev, hid, op[2], refs=CHECKED)
+    elif kind == "ground":
+        add_grounding_ref(loop.ledger, loop.agents["prop"], {"kind": "paper", "ref": op[2]},
+                          hypothesis_id=hid)
     elif kind == "approve":
         lanes = loop.ledger.state()["lanes"]
         decision_id = lanes["hypothesis_decisions"].get(hid)
@@ -255,8 +264,12 @@ def scenario(loop: ResearchLoop) -> None:
     """A log with many kinds of outcome: promoted after an audit and the owner's approval,
     contradicted and retired, a duplicate, attempts that failed until none were left."""
     ev = loop.agents["ev"]
-    loop.supported("zeta-0", [0.95, 0.96, 0.97], [0.95, 0.96, 0.97], claims_novelty=True)
-    audit_novelty(loop.ledger, ev, "zeta-0", "novel")
+    add_grounding_ref(loop.ledger, loop.agents["cur"], {"kind": "url", "ref": "example.org/a"})
+    loop.supported("zeta-0", [0.95, 0.96, 0.97], [0.95, 0.96, 0.97], claims_novelty=True,
+                   grounding_refs=[{"kind": "paper", "ref": "arXiv:2101.00001"}])
+    add_grounding_ref(loop.ledger, loop.agents["prop"], {"kind": "note", "ref": "a talk"},
+                      hypothesis_id="zeta-0")
+    audit_novelty(loop.ledger, ev, "zeta-0", "novel", refs=CHECKED)
     promoted = decide(loop.ledger, ev, "zeta-0", "promoted")
     decide_approval(loop.ledger, loop.owner, promoted["decision_id"], approved=True, note="ok")
     loop.supported("alpha-1", [0.85, 0.86, 0.85], None, mechanism="depth")
@@ -289,5 +302,6 @@ def test_projections_are_pure_functions_of_the_log() -> None:
         # The scenario reaches the outcomes it is there for, so the bytes compared are not empty.
         for expected in ("beta-3", "kappa-4", "retry_exhausted", "duplicate"):
             assert expected in out, expected
+        assert b'"grounds"' in once["graph"] and len(first["lanes"]["grounding"]) == 3
         rows = {r.hypothesis_id: r.state for r in frontier(first["lanes"])}
         assert rows["zeta-0"] == "promoted" and rows["alpha-1"] == "retired"

@@ -72,6 +72,9 @@ VALID: dict[str, dict[str, Any]] = {
     "research_decision_v0": {"decision_id": "d1", "hypothesis_id": "h1", "outcome": "retired",
                              "reason": "contradicted", "revision": 3},
     "novelty_audit_v0": {"hypothesis_id": "h1", "verdict": "not_novel", "note": "seen before"},
+    # A hypothesis' grounding ref is its proposer's (a1 proposed h1).
+    "grounding_ref_v0": {"ref": {"kind": "paper", "ref": "arXiv:2101.00001"},
+                         "hypothesis_id": "h1"},
     "usage_v0": {"cpu_hours": 0.5, "experiments": 1},
     # The narrator's: a preview of a new first screen, and a publication keeping the neutral one.
     "publication_preview_v0": {
@@ -148,6 +151,7 @@ def fresh_ledger() -> Lanes:
         "auto_research_evidence_packet_v0": executor.creds,
         "research_evidence_event_v0": agent(ledger, owner, "evaluator", "evaluator_promoter"),
         "todo_item_v0": proposer,
+        "grounding_ref_v0": proposer,
         "auto_research_lane_claim_v1": claimer,
         "todo_event_v0": executor.creds,
         "rollout_event_v0": executor.creds,

@@ -328,11 +328,13 @@ def test_novelty_gate_needs_an_independent_audit() -> None:
     current = row(view(r), "h1")
     assert (current.gates["novelty"].status, current.next_action) == ("pending", "audit_novelty")
     assert current.promotion is None
-    unchanged(r, lambda: audit_novelty(r.ledger, r.agents["prop"], "h1", "novel"),
+    checked = [{"kind": "paper", "ref": "arXiv:1608.03983"}]
+    unchanged(r, lambda: audit_novelty(r.ledger, r.agents["prop"], "h1", "novel", refs=checked),
               Forbidden, "may not write novelty_audit_v0")
     audit_novelty(r.ledger, r.agents["ev"], "h1", "not_novel", note="seen in 2019")
     assert row(view(r), "h1").gates["novelty"].status == "failed"
-    audit_novelty(r.ledger, r.agents["ev"], "h1", "novel", note="on a closer reading, new")
+    audit_novelty(r.ledger, r.agents["ev"], "h1", "novel", refs=checked,
+                  note="on a closer reading, new")
     assert row(view(r), "h1").gates["novelty"].status == "passed"
     assert row(view(r), "h1").promotion is not None
 

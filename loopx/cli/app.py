@@ -37,6 +37,7 @@ COMMAND_MODULES: dict[str, str] = {
                     "governance"),
     **dict.fromkeys(("usage", "campaign"), "campaign"),
     "finding": "findings",
+    "grounding": "grounding",
     **dict.fromkeys(("hypothesis", "evidence", "novelty", "gate", "decide", "graph", "frontier",
                      "candidates"), "research"),
     **dict.fromkeys(("story", "board", "preview"), "narrator"),

@@ -147,6 +147,8 @@ def apply_settings(payload: dict[str, Any], settings: list[tuple[str, Any]]) -> 
         target = out
         for i, part in enumerate(parts[:-1]):
             nxt = target.setdefault(part, {})  # a section left to its defaults
+            if nxt is None:  # an optional section not set yet (novelty_boundary)
+                nxt = target[part] = {}
             if not isinstance(nxt, dict):
                 raise RecordRejected([FieldProblem(".".join(parts[:i + 1]),
                                                    "is not a section that has fields")])

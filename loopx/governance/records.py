@@ -11,6 +11,7 @@ from loopx.governance.resources import RESOURCES
 from loopx.kernel.types import (
     Direction,
     GitCommit,
+    GroundingRef,
     Identifier,
     LongText,
     Model,
@@ -123,6 +124,18 @@ class StopPolicy(Model):
         default=2, description="consecutive invalid iterations that make a failure persistent")
 
 
+class NoveltyBoundary(Model):
+    """What a novelty claim in this campaign is judged against: the prior art a ``novel`` audit
+    verdict must have checked (compared as normalised refs, like grounding refs), and the
+    boundary in words. Applied to every audit of a claim, under the contract in force."""
+
+    statement: LongText | None = Field(
+        default=None, description="what counts as novel here, in words (shown, not checked)")
+    prior_art: Annotated[list[GroundingRef], Field(max_length=64)] = Field(
+        default=[], description="sources every novel verdict must name among what it checked; "
+                                "they count as checked even when they also grounded the idea")
+
+
 class Amendment(Model):
     """What an amended contract version changed, and why."""
 
@@ -145,7 +158,10 @@ class ResearchContractV0(Model):
     protected_commit: GitCommit | None = Field(
         default=None, description="the commit whose protected scope every evaluated commit must "
                                   "match exactly (closes a base cited after a protected change)")
-    novelty_boundary: LongText | None = None
+    novelty_boundary: LongText | NoveltyBoundary | None = Field(
+        default=None, description="the prior art a novelty claim is judged against: a "
+                                  "NoveltyBoundary, whose prior_art every novel audit verdict "
+                                  "must cover, or (as before) words only, which check nothing")
     evaluation: Evaluation
     promotion_policy: PromotionPolicy = PromotionPolicy()
     budget: Budget = Budget()

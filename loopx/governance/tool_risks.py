@@ -39,6 +39,8 @@ TOOL_RISKS: dict[str, RiskClass] = {
     "frontier.show": "read",
     "gate.check": "write",
     "graph.export": "read",
+    "grounding.add": "write",
+    "grounding.list": "read",
     "hypothesis.propose": "write",
     "lanes.apply": "write",
     "lanes.show": "read",

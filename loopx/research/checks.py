@@ -1,7 +1,8 @@
 """Write checks for research records: hypotheses (no duplicate of a retired idea), evidence
 packets (split-aware), judgements (recomputed from their packets), novelty audits (independent),
 gate results, decisions (only on the matching candidate, bound to the hypothesis' revision) and
-held-out claims (within the read budget).
+held-out claims (within the read budget). Novelty audits and grounding refs follow the rules of
+:mod:`loopx.research.novelty` and :mod:`loopx.research.grounding`.
 
 Refusals of research rules raise :class:`ResearchRefused`, which the write path records.
 """
@@ -14,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 from loopx.governance.state import current_contract
 from loopx.kernel.errors import FieldProblem, RecordRejected, Refused, ResearchRefused
 from loopx.research.control import first_heldout
+from loopx.research.grounding import check_grounding_ref
+from loopx.research.novelty import check_audit
 from loopx.research.plan import attempt_limit, current_plan
 from loopx.research.state import (
     EVALUATION_SPLITS,
@@ -212,9 +215,7 @@ def _refuse_cited(view: View, hypothesis_id: str, split: str, packet_id: str) ->
 
 def _check_audit(view: View, who: Identity, record: Record) -> None:
     entry = _entry(view, record["payload"]["hypothesis_id"], "the audit")
-    if entry["proposer"] == who.agent_id:
-        raise Refused(f"{who.agent_id} proposed {entry['hypothesis_id']!r}; a novelty audit is "
-                      "never by the hypothesis' own proposer")
+    check_audit(view, who, entry, record["payload"])
 
 
 def _check_gate(view: View, who: Identity, record: Record) -> None:
@@ -320,5 +321,6 @@ RESEARCH_CHECKS: dict[str, Callable[[View, Any, Record], None]] = {
     "auto_research_evidence_packet_v0": _check_packet,
     "research_evidence_event_v0": _check_event,
     "novelty_audit_v0": _check_audit,
+    "grounding_ref_v0": check_grounding_ref,
     "gate_result_v0": _check_gate,
 }

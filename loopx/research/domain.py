@@ -25,6 +25,7 @@ def kinds() -> Sequence[KindSpec]:
     from loopx.research.records import (
         AutoResearchEvidencePacketV0,
         GateResultV0,
+        GroundingRefV0,
         NoveltyAuditV0,
         ResearchDecisionV0,
         ResearchEvidenceEventV0,
@@ -44,6 +45,9 @@ def kinds() -> Sequence[KindSpec]:
                  secrets_checked=True),
         KindSpec("novelty_audit_v0", NoveltyAuditV0, "public", "self_reported", "agents",
                  "an independent audit of a hypothesis' novelty claim", secrets_checked=True),
+        KindSpec("grounding_ref_v0", GroundingRefV0, "public", "self_reported", "agents",
+                 "a source ideation drew on: a proposer's for its hypothesis, the curator's "
+                 "for the campaign", secrets_checked=True),
         KindSpec("gate_result_v0", GateResultV0, "public", "computed", "loopx",
                  "a gate check verified outside the log (the protected boundary, from git)"),
         KindSpec("research_refusal_v0", ResearchRefusalV0, "public", "computed", "loopx",

@@ -12,6 +12,7 @@ from typing import Any
 
 from loopx.governance.state import current_contract
 from loopx.research.control import first_heldout
+from loopx.research.novelty import standing_audits
 from loopx.research.state import counts
 
 View = dict[str, Any]
@@ -110,18 +111,7 @@ def gates(view: View, entry: dict[str, Any]) -> dict[str, Gate]:
             out["protected_boundary"] = Gate("protected_boundary", True, "passed",
                                              rests_on=[boundary["record_id"]])
 
-    independent = [a for a in entry["audits"] if a["agent_id"] != entry["proposer"]]
-    if not (entry["claims_novelty"] or "novelty" in required):
-        out["novelty"] = Gate("novelty", False, "not_required")
-    elif not independent:
-        out["novelty"] = Gate("novelty", True, "pending",
-                              ["no novelty audit by an agent other than the proposer"])
-    else:
-        last = independent[-1]
-        status = {"novel": "passed", "not_novel": "failed"}.get(last["verdict"], "pending")
-        out["novelty"] = Gate("novelty", True, status,
-                              [] if status == "passed" else [f"audit verdict {last['verdict']}"],
-                              [last["record_id"]])
+    out["novelty"] = _novelty(view, entry, entry["claims_novelty"] or "novelty" in required)
 
     decision = live_decision(view, entry)
     if not (policy.get("require_owner_approval") or "owner" in required):
@@ -152,6 +142,23 @@ def gates(view: View, entry: dict[str, Any]) -> dict[str, Gate]:
             out["first_screen"] = Gate("first_screen", True, "pending", [
                 f"no approved first-screen preview since revision {entry['revision']}"])
     return {name: out[name] for name in GATES}
+
+
+def _novelty(view: View, entry: dict[str, Any], required: bool) -> Gate:
+    """The last audit that counts decides (:mod:`loopx.research.novelty`): one by the ideation
+    side, or a novel verdict that does not stand, never does."""
+    if not required:
+        return Gate("novelty", False, "not_required")
+    counted, discounted = standing_audits(view, entry)
+    if not counted:
+        return Gate("novelty", True, "pending",
+                    ["no novelty audit that counts", *discounted] if discounted
+                    else ["no novelty audit by an agent other than the proposer"])
+    last = counted[-1]
+    status = {"novel": "passed", "not_novel": "failed"}.get(last["verdict"], "pending")
+    return Gate("novelty", True, status,
+                [] if status == "passed" else [f"audit verdict {last['verdict']}"],
+                [last["record_id"]])
 
 
 def live_decision(view: View, entry: dict[str, Any]) -> dict[str, Any] | None:

@@ -1,16 +1,18 @@
 """``research_evidence_graph_v0``: the campaign's sources as a typed networkx graph.
 
 Nodes are contract versions, hypotheses, todos, evidence packets, judgements, novelty audits,
-gate results, decisions and the owner's verdicts on decisions; edges say how they relate. Built
-from the folded state, so the same log always gives the same graph, and exported with nodes and
-edges in a fixed order as canonical JSON: the same log, the same bytes.
+gate results, decisions, the owner's verdicts on decisions and grounding refs; edges say how
+they relate. Built from the folded state, so the same log always gives the same graph, and
+exported with nodes and edges in a fixed order as canonical JSON: the same log, the same bytes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from loopx.research.projections import frontier
+from loopx.research.ref_identity import ref_key
 
 if TYPE_CHECKING:
     import networkx
@@ -19,7 +21,7 @@ View = dict[str, Any]
 SCHEMA = "research_evidence_graph_v0"
 EDGE_TYPES = ("amends", "under_contract", "refines", "supersedes", "works_on", "attempt_of",
               "under", "judges", "judgement_of", "audits", "checks", "decides", "rests_on",
-              "approves", "rejects")
+              "approves", "rejects", "grounds")
 
 
 def _contract_at(view: View, seq: int) -> str | None:
@@ -88,6 +90,7 @@ def build(view: View) -> networkx.MultiDiGraph:
             g.add_node(f"gate:{gate['record_id']}", kind="gate_result", seq=gate["seq"],
                        gate=gate["gate"], passed=gate["passed"])
             edge(f"gate:{gate['record_id']}", node, "checks")
+    _grounding(view, g, edge)
     by_record = {data["record_id"]: node for node, data in g.nodes(data=True)
                  if "record_id" in data}
     by_record.update({node.split(":", 1)[1]: node for node in g
@@ -109,6 +112,22 @@ def build(view: View) -> networkx.MultiDiGraph:
                        verdict=approval["verdict"])
             edge(verdict, node, "approves" if approval["verdict"] == "approved" else "rejects")
     return g
+
+
+def _grounding(view: View, g: networkx.MultiDiGraph,
+               edge: Callable[[str, str, str], None]) -> None:
+    # Recorded grounding refs (a hypothesis' own grounding_refs are part of its record): each
+    # grounds its hypothesis, or the contract version in force when the curator recorded it.
+    for gid, ref in view["grounding"].items():
+        if ref["source"] != "grounding_ref_v0":
+            continue
+        hid = ref["hypothesis_id"]
+        g.add_node(f"grounding:{gid}", kind="grounding_ref", seq=ref["seq"], record_id=gid,
+                   scope="campaign" if hid is None else "hypothesis", ref_kind=ref["ref"]["kind"],
+                   ref=ref["ref"]["ref"], normalised=ref_key(ref["ref"]).name)
+        target = _contract_at(view, ref["seq"]) if hid is None else f"hypothesis:{hid}"
+        if target:
+            edge(f"grounding:{gid}", target, "grounds")
 
 
 def graph_json(view: View, head_seq: int) -> dict[str, Any]:

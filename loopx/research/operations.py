@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loopx.governance.state import current_contract
-from loopx.kernel.errors import NotFound, Refused
+from loopx.kernel.errors import FieldProblem, NotFound, RecordRejected, Refused
 from loopx.kernel.ledger import draft
 
 if TYPE_CHECKING:
@@ -80,12 +80,27 @@ def judge(ledger: Ledger, creds: Credentials, hypothesis_id: str, split: str) ->
 def audit_novelty(ledger: Ledger, creds: Credentials, hypothesis_id: str, verdict: str, *,
                   refs: list[dict[str, Any]] | None = None,
                   note: str | None = None) -> dict[str, Any]:
-    """Record an independent novelty audit (never by the hypothesis' proposer)."""
+    """Record an independent novelty audit (never by the hypothesis' proposer's side), naming
+    the material it checked in ``refs`` (:mod:`loopx.research.novelty`).
+
+    Raises:
+        RecordRejected: a novel verdict that names no material (``payload.refs``), nothing
+        written; ResearchRefused: a novel verdict on the hypothesis' ideation material or short
+        of the novelty boundary (recorded); Refused: the proposer's side, no such hypothesis.
+    """
+    if verdict == "novel" and not refs:
+        # Checked here, not by the write check that `loopx verify` re-runs: audits written
+        # before this rule still verify, and the gate does not count them.
+        raise RecordRejected([FieldProblem(
+            "payload.refs", "a novel verdict names the material it checked (at least one ref, "
+            "`--ref KIND:REF`): that it is not the proposer's ideation material is what makes "
+            "the audit independent")], context="novelty audit")
     payload: dict[str, Any] = {"hypothesis_id": hypothesis_id, "verdict": verdict,
                                "refs": refs or [], "note": note}
     [record] = ledger.append(draft(payload, kind="novelty_audit_v0"), creds=creds)
     return {"audit_id": record["record_id"], "seq": record["seq"],
-            "hypothesis_id": hypothesis_id, "verdict": verdict}
+            "hypothesis_id": hypothesis_id, "verdict": verdict,
+            "refs": record["payload"]["refs"]}
 
 
 def check_gate(ledger: Ledger, creds: Credentials, hypothesis_id: str, *,

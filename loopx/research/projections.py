@@ -20,6 +20,7 @@ from loopx.research.gates import (
     live_decision,
     relied_packets,
 )
+from loopx.research.grounding import ideators
 from loopx.research.plan import attempt_limit
 from loopx.research.state import baseline_hypothesis, counts, dev_attempts
 
@@ -280,14 +281,14 @@ def _state(view: View, entry: dict[str, Any], gate_rows: dict[str, Gate],
 
 def frontier(view: View, role: str | None = None, agent_id: str | None = None) -> list[Row]:
     """Every hypothesis' row in the order proposed; with ``role``, only those whose next action
-    that role takes (and never a novelty audit of the agent's own hypothesis)."""
+    that role takes (and never a novelty audit of a hypothesis the agent is on the ideation
+    side of: its own, or a refinement of its own)."""
     rows = [row(view, h) for h in sorted(view["hypotheses"],
                                          key=lambda h: view["hypotheses"][h]["seq"])]
     if role is None:
         return rows
     return [r for r in rows if r.next_role == role and not (
-        r.next_action == "audit_novelty"
-        and view["hypotheses"][r.hypothesis_id]["proposer"] == agent_id)]
+        r.next_action == "audit_novelty" and agent_id in ideators(view, r.hypothesis_id))]
 
 
 def candidates(view: View, rows: list[Row] | None = None) -> dict[str, list[dict[str, Any]]]:

@@ -113,7 +113,11 @@ class NoveltyAuditV0(Model):
 
     hypothesis_id: Identifier
     verdict: Literal["novel", "not_novel", "inconclusive"]
-    refs: Annotated[list[GroundingRef], Field(max_length=64)] = []
+    refs: Annotated[list[GroundingRef], Field(max_length=64)] = Field(
+        default=[], description="the material the audit checked (compared against). A novel "
+                                "verdict names at least one source, covers the contract's "
+                                "novelty boundary and shares none with the hypothesis' "
+                                "ideation material (docs/research.md, the novelty gate)")
     note: LongText | None = None
 
 
@@ -152,7 +156,8 @@ class GateResultV0(Model):
 
 RefusalRule = Literal["heldout_budget", "duplicate", "dev_only_lift", "claimed_evidence",
                       "no_candidate", "heldout_once", "heldout_final", "heldout_incomplete",
-                      "attempts_exhausted", "measured_baseline", "selective_judgement"]
+                      "attempts_exhausted", "measured_baseline", "selective_judgement",
+                      "novelty_material", "novelty_boundary"]
 
 
 class ResearchRefusalV0(Model):
@@ -196,3 +201,13 @@ class ResearchDecisionV0(Model):
                              "contradicted, duplicate, operator_rejected, retry_exhausted, "
                              "superseded, guardrail_failed, no_effect_found")
         return self
+
+
+class GroundingRefV0(Model):
+    """A source ideation drew on, recorded on its own: a proposer's for one of its hypotheses,
+    or the curator's for the whole campaign. A novel audit verdict must rest on other material."""
+
+    ref: GroundingRef
+    hypothesis_id: Identifier | None = Field(
+        default=None, description="the hypothesis it grounds (written by its proposer); null: "
+                                  "the whole campaign (the curator's)")

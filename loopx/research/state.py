@@ -1,5 +1,6 @@
 """The research slices of folded state: hypotheses, the evidence packets and judgements about
-them, novelty audits, recorded gate results, held-out reads and each hypothesis' revision.
+them, novelty audits, recorded gate results, held-out reads and each hypothesis' revision, and
+the grounding refs ideation drew on (:mod:`loopx.research.grounding`).
 
 Folded incrementally with the rest of the checked state (and checkpointed with it), so the
 frontier and the candidates are computed from these compact entries, never by replaying the
@@ -14,10 +15,11 @@ from typing import Any
 
 from loopx.governance.state import current_contract, meta
 from loopx.governance.stopping import best_of, next_iteration
+from loopx.research.grounding import compact, fold_grounding_ref, fold_hypothesis_refs
 from loopx.research.plan import current_plan, fold_contract, freeze, plan_version
 
 SLICES = ("hypotheses", "packets", "content_index", "hypothesis_todos", "decisions",
-          "hypothesis_decisions")
+          "hypothesis_decisions", "grounding")
 HELDOUT_ACTION = "run_holdout_eval"
 # The todo actions that evaluate a hypothesis, and the split each reads.
 EVALUATION_SPLITS = {"run_dev_eval": "dev", "retry_attempt": "dev", HELDOUT_ACTION: "heldout"}
@@ -113,6 +115,7 @@ def _hypothesis(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any])
         "family_index": None, "heldout_judgements": [],
     }
     view["content_index"][digest] = [*view["content_index"].get(digest, ()), hid]
+    fold_hypothesis_refs(view, record, p)
     old = p.get("supersedes")
     if old is not None:
         _touch(view, old, record, superseded_by=hid)
@@ -164,8 +167,10 @@ def _event(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> N
 def _audit(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
     entry = view["hypotheses"].get(p["hypothesis_id"])
     if entry is not None:
+        # The refs are the material it checked: the gate re-applies the novelty rules to them.
         audit = {"record_id": record["record_id"], "seq": record["seq"],
-                 "agent_id": record["agent_id"], "verdict": p["verdict"]}
+                 "agent_id": record["agent_id"], "verdict": p["verdict"],
+                 "refs": [compact(r) for r in p.get("refs") or ()]}
         _touch(view, p["hypothesis_id"], record, audits=[*entry["audits"], audit])
 
 
@@ -276,6 +281,7 @@ FOLDS = {
     "auto_research_evidence_packet_v0": _packet,
     "research_evidence_event_v0": _event,
     "novelty_audit_v0": _audit,
+    "grounding_ref_v0": fold_grounding_ref,
     "gate_result_v0": _gate,
     "research_decision_v0": _decision,
     "approval_v0": _approval,

@@ -54,7 +54,9 @@ ROLE_COMMANDS: dict[str, tuple[str, ...]] = {
         "from the packets under the contract's rule; you type in no figures.",
         "`loopx gate check HYPOTHESIS`: verify the protected boundary from git.",
         "`loopx novelty audit HYPOTHESIS --verdict novel|not_novel|inconclusive --ref KIND:REF "
-        "--note TEXT`: never for a hypothesis you proposed.",
+        "--note TEXT`: never for a hypothesis you proposed; `--ref` names what you checked, "
+        "and a novel verdict needs sources the idea did not come from (`loopx grounding list "
+        "--hypothesis ID`) and the contract's novelty boundary.",
         "`loopx decide promote HYPOTHESIS` or `loopx decide retire HYPOTHESIS --reason "
         "REASON`: only on a candidate `loopx candidates` shows; a promotion needs dev and "
         "held-out judgements that support and every required gate.",
@@ -76,6 +78,8 @@ KIND_COMMANDS: dict[str, str] = {
     "action_proposal_v0": "`loopx propose --name TEXT --tool TOOL --reason TEXT` "
                           "(an action that may need the owner's approval)",
     "action_result_v0": "`loopx action record ID --success|--failure`",
+    "grounding_ref_v0": "`loopx grounding add KIND:REF --hypothesis ID` (a hypothesis you "
+                        "proposed) or `--campaign` (the curator): a source ideation drew on",
 }
 
 OPS = {"eq": "is", "ne": "is not", "gt": "is greater than", "ge": "is at least",

@@ -1,5 +1,6 @@
-"""Research tools: hypotheses, evidence packets and judgements, novelty audits, the protected
-boundary gate, decisions, and the projections (graph, frontier, candidates)."""
+"""Research tools: hypotheses, evidence packets and judgements, novelty audits and grounding
+refs, the protected boundary gate, decisions, and the projections (graph, frontier,
+candidates)."""
 
 from __future__ import annotations
 
@@ -80,6 +81,44 @@ def novelty_audit(ctx: ToolContext, p: Audit) -> dict[str, Any]:
 
     return audit_novelty(ctx.ledger, ctx.credentials(), p.hypothesis_id, p.verdict,
                          refs=p.refs, note=p.note)
+
+
+@dataclass(frozen=True)
+class GroundingAdd:
+    ref: dict[str, Any]
+    hypothesis_id: str | None = None
+
+
+@tool("grounding.add", params=GroundingAdd, writes=True)
+def grounding_add(ctx: ToolContext, p: GroundingAdd) -> dict[str, Any]:
+    """Record a grounding ref: for a hypothesis the writer proposed, or campaign-wide (curator)."""
+    from loopx.research.grounding import add_grounding_ref
+
+    return add_grounding_ref(ctx.ledger, ctx.credentials(), p.ref, hypothesis_id=p.hypothesis_id)
+
+
+@dataclass(frozen=True)
+class GroundingList:
+    hypothesis_id: str | None = None
+
+
+@tool("grounding.list", params=GroundingList, writes=False)
+def grounding_list(ctx: ToolContext, p: GroundingList) -> dict[str, Any]:
+    """Grounding refs with their normalised names: a hypothesis' ideation material, or all."""
+    from loopx.kernel.errors import NotFound
+    from loopx.research.grounding import listing
+    from loopx.research.novelty import boundary
+
+    state = ctx.ledger.state()
+    view = state["lanes"]
+    if p.hypothesis_id is not None and p.hypothesis_id not in view["hypotheses"]:
+        raise NotFound(f"there is no hypothesis {p.hypothesis_id!r}")
+    fence = boundary(view)
+    return {"head_seq": state.seq, "hypothesis_id": p.hypothesis_id,
+            "refs": listing(view, p.hypothesis_id),
+            "novelty_boundary": {"statement": fence["statement"],
+                                 "prior_art": fence["prior_art"],
+                                 "contract_version": fence["contract_version"]}}
 
 
 @dataclass(frozen=True)

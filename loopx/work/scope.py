@@ -31,6 +31,8 @@ KIND_ACTIONS: dict[str, tuple[str, ...]] = {
     "finding_v0": ("add",),
     "research_decision_v0": ("promote", "retire"),
     "novelty_audit_v0": ("audit",),
+    # A hypothesis' grounding (its proposer's) or the campaign's (the curator's).
+    "grounding_ref_v0": ("ground", "ground_campaign"),
     "gate_result_v0": ("record",),
     "research_refusal_v0": ("record",),
     "publication_preview_v0": ("preview",),
@@ -81,6 +83,8 @@ def action_of(record: Mapping[str, Any]) -> str:
         return "create" if payload.get("version", 1) == 1 else "amend"
     if kind == "research_hypothesis_v0":
         return "refine" if payload.get("parent_id") else "propose"
+    if kind == "grounding_ref_v0":
+        return "ground" if payload.get("hypothesis_id") else "ground_campaign"
     return KIND_ACTIONS[kind][0]
 
 
