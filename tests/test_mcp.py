@@ -27,7 +27,7 @@ anyio = pytest.importorskip("anyio")
 LANES = Path(__file__).resolve().parent.parent / "lanes"
 EVERY_ROLE = {"should_run", "claim", "heartbeat", "complete", "fail", "release", "frontier",
               "candidates", "graph", "story", "contract_show", "action_status",
-              "campaign_status", "todo_list", "todo_show", "finding_list"}
+              "campaign_status", "todo_list", "todo_show", "finding_list", "grounding_list"}
 BY_KIND = {"research_contract_v0": {"init_contract", "amend_contract"},
            "campaign_transition_v0": {"transition_campaign"},
            "research_hypothesis_v0": {"propose_hypothesis"}, "todo_item_v0": {"add_todos"},
@@ -37,7 +37,8 @@ BY_KIND = {"research_contract_v0": {"init_contract", "amend_contract"},
            "research_decision_v0": {"decide"},
            "publication_preview_v0": {"preview_story"}, "publication_v0": {"publish_story"},
            "action_proposal_v0": {"propose_action"}, "action_result_v0": {"record_action_result"},
-           "usage_v0": {"add_usage"}, "finding_v0": {"add_finding"}}
+           "usage_v0": {"add_usage"}, "finding_v0": {"add_finding"},
+           "grounding_ref_v0": {"add_grounding"}}
 
 
 class Workspace:
@@ -245,8 +246,9 @@ def test_a_tool_denied_by_an_amendment_during_the_session_is_refused(ws: Workspa
 # Each role's own tools over MCP (beyond the lease lifecycle and the reads every role has):
 # everything its lane does, written out by hand rather than derived from the server's table.
 LANE_TOOLS = {
-    "research_curator": {"init_contract", "amend_contract", "transition_campaign"},
-    "hypothesis_proposer": {"propose_hypothesis", "add_todos"},
+    "research_curator": {"init_contract", "amend_contract", "transition_campaign",
+                         "add_grounding"},
+    "hypothesis_proposer": {"propose_hypothesis", "add_todos", "add_grounding"},
     "research_executor": {"append_evidence_packet"},
     "evaluator_promoter": {"judge_evidence", "audit_novelty", "check_gate", "decide",
                            "add_todos", "transition_campaign"},

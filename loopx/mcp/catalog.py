@@ -30,6 +30,8 @@ MCP_TOOLS: dict[str, tuple[str, str | None]] = {
     # Proposer (and whoever adds todos: the evaluator's gate and retry todos).
     "propose_hypothesis": ("hypothesis.propose", "research_hypothesis_v0"),
     "add_todos": ("todo.add", "todo_item_v0"),
+    # Proposer and curator: the material an idea (or the campaign) is grounded in.
+    "add_grounding": ("grounding.add", "grounding_ref_v0"),
     # Executor.
     "append_evidence_packet": ("evidence.append_packet", "auto_research_evidence_packet_v0"),
     # Evaluator / promoter.
@@ -56,6 +58,7 @@ MCP_TOOLS: dict[str, tuple[str, str | None]] = {
     "todo_list": ("todo.list", None),
     "todo_show": ("todo.show", None),
     "finding_list": ("finding.list", None),
+    "grounding_list": ("grounding.list", None),
 }
 # The loop itself never waits for the owner: the lease lifecycle, asking (propose_action) and
 # reporting what an executed proposal did (record_action_result; gating the report of an
