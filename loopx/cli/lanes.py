@@ -93,7 +93,8 @@ def agent_revoke(ctx: click.Context, agent_id: str, reason: str, token_file: Pat
 
 @cli.group()
 def todo() -> None:
-    """Todos and their lifecycle: add, list, show, claim, heartbeat, release, complete, fail."""
+    """Todos and their lifecycle: add, list, show, claim, heartbeat, release, complete, fail;
+    and changes: reprioritise, block, unblock, cancel, reassign."""
 
 
 @todo.command("add")
@@ -158,7 +159,7 @@ def todo_add(ctx: click.Context, todo_id: str | None, title: str | None, role: s
 @role_option("Only this role's todos.")
 @click.option("--state", "states", multiple=True, metavar="STATE",
               help="Only todos in this state (repeatable): open, blocked, claimed, expired, "
-                   "completed, failed.")
+                   "completed, failed, cancelled.")
 @click.option("--agent", "agent_id", metavar="ID", help="Only todos this agent holds or is assigned.")
 @json_option
 @click.pass_context
