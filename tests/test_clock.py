@@ -187,7 +187,6 @@ def test_a_writer_an_hour_ahead_cannot_steal_a_live_lease(ws: dict[str, Any]) ->
 
 
 def test_a_clock_stepped_back_an_hour_still_lets_leases_expire(ws: dict[str, Any]) -> None:
-    r = ws["r"]
     ex2 = second_executor(ws)
     todo(ws, "short", 1.0)
     assert holder_claims(ws)["todo_id"] == "short"  # then its holder dies: no heartbeat

@@ -226,6 +226,8 @@ def draft(c: Campaign, role: str, agent: str, kind: str, action: str,
         target = PROFILES[targets[0]]
         return {"payload": {"todo_id": "new", "title": "t", "role": targets[0],
                             "action_kind": target["actions"][0], "hypothesis_id": "h1"}}
+    if kind == "todo_change_v0":
+        return todo_change_draft(c, role, action, creds)
     if kind == "auto_research_lane_claim_v1":
         return {"todo_id": "free", "epoch": 1,
                 "payload": {"capability_token": role,
@@ -248,6 +250,33 @@ def draft(c: Campaign, role: str, agent: str, kind: str, action: str,
         grant = c.lanes["agents"]["bystander"]["grant_id"]
         return {"payload": {"agent_id": "bystander", "grant_id": grant}}
     raise AssertionError(kind)
+
+
+def todo_change_draft(c: Campaign, role: str, action: str, creds: Credentials) -> dict[str, Any]:
+    """A change of todo ``mine``, which the role itself added when it may add todos (a todo
+    change is the adding role's or the owner's), else the owner; ``other`` may block it."""
+    targets = PROFILES.get(role, {}).get("adds_todos_for") or ["research_executor"]
+    target_role = targets[0]
+    mine = {"todo_id": "mine", "title": "t", "role": target_role, "hypothesis_id": "h1",
+            "action_kind": PROFILES[target_role]["actions"][0]}
+    if action == "unblock":
+        c.todo("other")
+        mine["blocked_by"] = ["other"]
+    adds = "add" in expected_scope(role).get("todo_item_v0", ())
+    c.ledger.append({"payload": mine}, creds=creds if adds else c.owner, kind="todo_item_v0")
+    change: dict[str, Any] = {"todo_id": "mine", "change": action}
+    if action == "reprioritise":
+        change["priority"] = 7
+    elif action in ("block", "unblock"):
+        if action == "block":
+            c.todo("other")
+        change["blocker"] = "other"
+    elif action == "cancel":
+        change["reason"] = "no longer needed"
+    else:
+        c.agent("assignee", target_role)
+        change["assigned_to"] = "assignee"
+    return {"payload": change}
 
 
 @pytest.mark.parametrize(("role", "kind", "action"), CASES,

@@ -38,7 +38,9 @@ BY_KIND = {"research_contract_v0": {"init_contract", "amend_contract"},
            "publication_preview_v0": {"preview_story"}, "publication_v0": {"publish_story"},
            "action_proposal_v0": {"propose_action"}, "action_result_v0": {"record_action_result"},
            "usage_v0": {"add_usage"}, "finding_v0": {"add_finding"},
-           "grounding_ref_v0": {"add_grounding"}}
+           "grounding_ref_v0": {"add_grounding"},
+           "todo_change_v0": {"reprioritise_todo", "block_todo", "unblock_todo",
+                              "cancel_todo", "reassign_todo"}}
 
 
 class Workspace:
@@ -245,13 +247,14 @@ def test_a_tool_denied_by_an_amendment_during_the_session_is_refused(ws: Workspa
 
 # Each role's own tools over MCP (beyond the lease lifecycle and the reads every role has):
 # everything its lane does, written out by hand rather than derived from the server's table.
+TODO_CHANGES = {"reprioritise_todo", "block_todo", "unblock_todo", "cancel_todo", "reassign_todo"}
 LANE_TOOLS = {
     "research_curator": {"init_contract", "amend_contract", "transition_campaign",
                          "add_grounding"},
-    "hypothesis_proposer": {"propose_hypothesis", "add_todos", "add_grounding"},
+    "hypothesis_proposer": {"propose_hypothesis", "add_todos", "add_grounding", *TODO_CHANGES},
     "research_executor": {"append_evidence_packet"},
     "evaluator_promoter": {"judge_evidence", "audit_novelty", "check_gate", "decide",
-                           "add_todos", "transition_campaign"},
+                           "add_todos", "transition_campaign", *TODO_CHANGES},
     "product_narrator": {"preview_story", "publish_story"},
 }
 BOOKKEEPING = {"propose_action", "record_action_result", "add_usage", "add_finding"}

@@ -57,6 +57,8 @@ VALID: dict[str, dict[str, Any]] = {
     "auto_research_lane_claim_v1": {"capability_token": "research_executor",
                                     "lease_ttl_seconds": 60.0},
     "todo_event_v0": {"event": "heartbeat"},
+    # The owner added claimer-work, so the owner may change it.
+    "todo_change_v0": {"todo_id": "claimer-work", "change": "reprioritise", "priority": 5},
     "rollout_event_v0": {"event": "started"},
     # Governance kinds: a proposal needs the contract (written first), a result its proposal.
     "action_proposal_v0": {"proposal_id": "p1", "name": "inspect", "tool": "lab.inspect",
@@ -154,6 +156,7 @@ def fresh_ledger() -> Lanes:
         "grounding_ref_v0": proposer,
         "auto_research_lane_claim_v1": claimer,
         "todo_event_v0": executor.creds,
+        "todo_change_v0": owner,
         "rollout_event_v0": executor.creds,
         **dict.fromkeys(("action_proposal_v0", "action_result_v0", "campaign_transition_v0",
                          "finding_v0"), "curator"),

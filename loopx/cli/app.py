@@ -45,6 +45,8 @@ COMMAND_MODULES: dict[str, str] = {
     "demo": "demo",
     "mcp": "mcp",
 }
+# Command group -> modules under loopx.cli that add subcommands to it (imported with it).
+SUBCOMMAND_MODULES: dict[str, tuple[str, ...]] = {"todo": ("todo_changes",)}
 
 
 class LoopxGroup(click.Group):
@@ -55,10 +57,14 @@ class LoopxGroup(click.Group):
         return sorted(set(super().list_commands(ctx)) | set(COMMAND_MODULES))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.commands and cmd_name in COMMAND_MODULES:
-            import importlib
+        import importlib
 
+        if cmd_name not in self.commands and cmd_name in COMMAND_MODULES:
             importlib.import_module(f"loopx.cli.{COMMAND_MODULES[cmd_name]}")
+        # Already imported modules cost a dict lookup; a group defined elsewhere (loaded by
+        # another command first) still gets its subcommands.
+        for module in SUBCOMMAND_MODULES.get(cmd_name, ()):
+            importlib.import_module(f"loopx.cli.{module}")
         return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:

@@ -91,7 +91,8 @@ def agent_revoke(ctx: click.Context, agent_id: str, reason: str, token_file: Pat
 
 @cli.group()
 def todo() -> None:
-    """Todos and their lifecycle: add, list, show, claim, heartbeat, release, complete, fail."""
+    """Todos and their lifecycle: add, list, show, claim, heartbeat, release, complete, fail;
+    and changes: reprioritise, block, unblock, cancel, reassign."""
 
 
 @todo.command("add")
@@ -153,7 +154,7 @@ def todo_add(ctx: click.Context, todo_id: str | None, title: str | None, role: s
 @role_option("Only this role's todos.")
 @click.option("--state", "states", multiple=True, metavar="STATE",
               help="Only todos in this state (repeatable): open, blocked, claimed, expired, "
-                   "completed, failed.")
+                   "completed, failed, cancelled.")
 @click.option("--agent", "agent_id", metavar="ID", help="Only todos this agent holds or is assigned.")
 @with_json
 def todo_list(ctx: click.Context, role: str | None, states: tuple[str, ...], agent_id: str | None,

@@ -32,6 +32,12 @@ MCP_TOOLS: dict[str, tuple[str, str | None]] = {
     "add_todos": ("todo.add", "todo_item_v0"),
     # Proposer and curator: the material an idea (or the campaign) is grounded in.
     "add_grounding": ("grounding.add", "grounding_ref_v0"),
+    # Whoever's role added a todo may change it (the owner too, over the CLI).
+    "reprioritise_todo": ("todo.reprioritise", "todo_change_v0"),
+    "block_todo": ("todo.block", "todo_change_v0"),
+    "unblock_todo": ("todo.unblock", "todo_change_v0"),
+    "cancel_todo": ("todo.cancel", "todo_change_v0"),
+    "reassign_todo": ("todo.reassign", "todo_change_v0"),
     # Executor.
     "append_evidence_packet": ("evidence.append_packet", "auto_research_evidence_packet_v0"),
     # Evaluator / promoter.

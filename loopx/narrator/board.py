@@ -1,5 +1,6 @@
 """The board's own words and parts: the campaign's state and why it stopped (shown right under
-the first screen), and each live hypothesis' next action and the role that takes it."""
+the first screen), each live hypothesis' next action and the role that takes it, and the todo
+view (priority, blockers, who holds or is assigned each todo, cancellations with their reasons)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ ACTION_WORDS = {
     "refine_hypothesis": "refine it",
 }
 TERMINAL = ("completed", "stopped", "failed")
+WITHHELD = "(title withheld: it would not pass the redaction gate)"
 
 
 def stop_words(reason: str) -> str:
@@ -67,3 +69,49 @@ def status(doc: dict[str, Any]) -> str:
             f"<p><strong>{escape(campaign_line(c))}</strong></p>"
             f"<p>Hypotheses: {len(doc['promoted'])} promoted, {len(doc['retired'])} retired, "
             f'{still} open (<a href="#next-candidates">next actions</a>).</p></section>')
+
+
+def _todo_who(t: dict[str, Any]) -> str:
+    if t.get("holder"):
+        return f"held by {t['holder']}"
+    return f"assigned to {t['assigned_to']}" if t.get("assigned_to") else "any agent of the role"
+
+
+def _todo_note(t: dict[str, Any]) -> str:
+    cancelled = t.get("cancelled")
+    if cancelled is not None:
+        why = cancelled["reason"]
+        if why is None:
+            why = ("(the reason is private)" if cancelled.get("private")
+                   else "(the reason is withheld: it would not pass the redaction gate)")
+        return f"cancelled by {cancelled['by']}: {why}"
+    waiting = t.get("waiting_on") or []
+    return ("waiting on " + ", ".join(w or "a private todo" for w in waiting)) if waiting else ""
+
+
+def todo_section(doc: dict[str, Any]) -> str:
+    """The todo view: a table of what each role has left (priority, state, who, blockers), the
+    cancelled todos with their reasons, and how many finished."""
+    view = doc.get("todos") or {"rows": [], "more": 0, "finished": {}}
+    rows = []
+    for t in view["rows"]:
+        if t["private"]:
+            rows.append(f'<tr data-state="{escape(t["state"])}"><td>a private todo</td>'
+                        f"<td>{escape(t['role'])}</td><td>{escape(t['state'])}</td>"
+                        f"<td>{t['priority']}</td><td></td><td></td></tr>")
+            continue
+        rows.append(f'<tr data-todo="{escape(t["todo_id"])}" data-state="{escape(t["state"])}">'
+                    f'<td><span class="id">{escape(t["todo_id"])}</span><br>'
+                    f"{escape(t['title'] or WITHHELD)}</td><td>{escape(t['role'])}</td>"
+                    f"<td>{escape(t['state'])}</td><td>{t['priority']}</td>"
+                    f"<td>{escape(_todo_who(t))}</td><td>{escape(_todo_note(t))}</td></tr>")
+    finished = view["finished"]
+    more = (f" {view['more']} more are not listed." if view["more"] else "")
+    return ('<section id="todos"><h2>Todos</h2><p>What each role has left to do, in the order '
+            "it is handed out (highest priority first, then oldest), then the cancelled todos "
+            f"and why. {finished.get('completed', 0)} completed and "
+            f"{finished.get('failed', 0)} failed for good are not listed.{more}</p>"
+            '<div class="scroll"><table><tr><th>todo</th><th>role</th><th>state</th>'
+            "<th>priority</th><th>who</th><th>blockers, or why cancelled</th></tr>"
+            + ("".join(rows) or '<tr><td colspan="6">No todos left.</td></tr>')
+            + "</table></div></section>")

@@ -1,6 +1,8 @@
 """What the board shows beyond the story, as data read from folded state: each hypothesis'
 values of the contract's metric in log order (for its chart, with the baseline it is measured
-against), and each live hypothesis' next action and the role that takes it (the frontier's).
+against), each live hypothesis' next action and the role that takes it (the frontier's), and
+the todos: what each role has left to do, in the order it will be handed out, and what was
+cancelled and why.
 
 Every value is registered with the packet and field it came from (``results.I.value``,
 ``results.I.seed``, ``attempt``), every free text with its record and field, like the rest of
@@ -9,6 +11,7 @@ the story. Private hypotheses and private packets are never charted.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from loopx.governance.state import current_contract
@@ -104,3 +107,67 @@ def next_actions(r: Reader, view: View, hypotheses: list[dict[str, Any]],
             item["detail"] = r.text(row.detail, key, "frontier.detail")
         out.append(item)
     return out
+
+
+TODO_ROWS = 100  # the board lists at most this many todos; the rest are counted
+
+
+def todos(r: Reader, view: View, screen: Callable[[str], bool] | None = None) -> dict[str, Any]:
+    """The todo view: every todo not finished (open, blocked, held), then the cancelled ones
+    with who cancelled them and why; by role, then as selection takes them (priority, highest
+    first, then age). Completed and failed todos are counted, not listed. A private todo, or
+    one that works on or names a private hypothesis, shows only its role, state and priority.
+    A title or reason ``screen`` refuses is withheld (None) rather than quoted."""
+    from loopx.work.should_run import blockers
+
+    def quote(value: str, record_id: str, name: str) -> str | None:
+        return r.text(value, record_id, name) if screen is None or screen(value) else None
+
+    private = {hid for hid, e in view["hypotheses"].items() if e.get("visibility") == "private"}
+    entries = view["todos"]
+    hidden = {tid for tid, t in entries.items() if _private_todo(tid, t, private)}
+    finished = {"completed": 0, "failed": 0}
+    listed = []
+    for tid, t in entries.items():
+        if t["status"] in finished:
+            finished[t["status"]] += 1
+        else:
+            listed.append((t["status"] == "cancelled", t["role"], -t["priority"], t["seq"], tid))
+    listed.sort()
+    rows = []
+    for *_, tid in listed[:TODO_ROWS]:
+        t = entries[tid]
+        state = ("blocked" if t["status"] == "open" and blockers(t, view) else t["status"])
+        if tid in hidden:
+            rows.append({"private": True, "role": t["role"], "state": state,
+                         "priority": t["priority"]})
+            continue
+        rid = r.rid(t.get("record_id") or "")
+        cancel = t.get("cancel")
+        cancelled = None
+        if cancel is not None:
+            crid = r.rid(cancel["record_id"])
+            cancelled = {"record_id": crid, "by": r.text(cancel["agent_id"], crid, "agent_id"),
+                         "reason": None if cancel.get("visibility") == "private" else
+                         quote(cancel["reason"], crid, "reason"),
+                         "private": cancel.get("visibility") == "private"}
+        rows.append({
+            "private": False, "key": rid, "todo_id": r.text(tid, rid, "todo_id"),
+            "title": quote(t["title"], rid, "title"), "role": t["role"],
+            "action_kind": t["action_kind"], "state": state,
+            "priority": r.num(t["priority"], t.get("priority_record") or rid, "priority"),
+            "assigned_to": r.optional(t["assigned_to"], rid, "assigned_to"),
+            "holder": r.optional(t["holder"], rid, "holder"),
+            "waiting_on": [None if b in hidden else r.text(b, rid, "blocked_by")
+                           for b in blockers(t, view)],
+            "cancelled": cancelled})
+    return {"rows": rows, "more": max(len(listed) - TODO_ROWS, 0), "finished": finished}
+
+
+def _private_todo(todo_id: str, t: dict[str, Any], private: set[str]) -> bool:
+    """Whether the board may not name a todo: a private record, or one that works on or names
+    a private hypothesis (its id or title may spell it). A blocker is named only if it may be
+    named itself."""
+    if t.get("visibility") == "private" or t["hypothesis_id"] in private:
+        return True
+    return any(hid in w for hid in private for w in (todo_id, t["title"]))

@@ -329,9 +329,9 @@ def render_story(doc: dict[str, Any]) -> str:
 
 def render_board(doc: dict[str, Any], graph: dict[str, Any], extra_head: str = "") -> str:
     """The board: the first screen, the campaign's state, the candidate and next-action
-    columns, a metric chart per hypothesis, the disclosure and the analysis plan, the graph
+    columns, a metric chart per hypothesis, the todos, the disclosure and the analysis plan, the graph
     picture, the frontier and the evidence each card links to."""
     return _page(doc["first_screen"]["title"], [
         _first_screen(doc), board.status(doc), _columns(doc), chart.section(doc.get("charts")),
-        _disclosure(doc), _plan(doc), _graph(doc, graph), _frontier(doc), _outcomes(doc),
+        board.todo_section(doc), _disclosure(doc), _plan(doc), _graph(doc, graph), _frontier(doc), _outcomes(doc),
         _evidence(doc), _risks(doc)], extra_head)

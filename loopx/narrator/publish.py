@@ -12,6 +12,7 @@ import hashlib
 import os
 import tempfile
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -75,6 +76,13 @@ def _register_screen(view: LaneState, story: Story, screen: dict[str, Any]) -> N
                                screen["primary_action"]["label"]))
 
 
+def _screen(workspace_root: Path | None) -> Callable[[str], bool]:
+    """Whether a todo's free text (a title, a cancel's reason) would pass the redaction gate:
+    the board withholds one that would not, rather than let one todo hold back the board."""
+    roots = redaction.private_roots(workspace_root)
+    return lambda text: not redaction.problems_in(text, roots)
+
+
 def render(ledger: Ledger, surface: str, fmt: str, *, workspace_root: Path | None = None,
            extra_head: str = "") -> Rendered:
     """Render the story (``md`` or ``html``) or the board (``html``) at the current head.
@@ -87,7 +95,7 @@ def render(ledger: Ledger, surface: str, fmt: str, *, workspace_root: Path | Non
                            f"{', '.join(FORMATS.get(surface, ())) or 'none'}")
     state = ledger.state()
     view = state["lanes"]
-    story = build(view, state.seq, state.cursor.hash)
+    story = build(view, state.seq, state.cursor.hash, screen=_screen(workspace_root))
     choice = choose(view, story.doc["first_screen"])
     _register_screen(view, story, choice.screen)
     doc = {**story.doc, "first_screen": choice.screen}
@@ -181,7 +189,7 @@ def preview(ledger: Ledger, creds: Credentials, *, workspace_root: Path | None =
     """
     state = ledger.state()
     view = state["lanes"]
-    story = build(view, state.seq, state.cursor.hash)
+    story = build(view, state.seq, state.cursor.hash, screen=_screen(workspace_root))
     screen = story.doc["first_screen"]
     if screen_sha256(screen) == screen_sha256(current_screen(view)):
         raise Refused("the first screen has not changed since it was last published: there is "

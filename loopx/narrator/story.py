@@ -12,6 +12,7 @@ record id and never quoted.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from loopx.governance.findings import finding_groups
@@ -36,8 +37,12 @@ _Reader = Reader  # the name tests and older callers use
 __all__ = ["SAFE_TYPES", "Quoted", "Story", "build", "first_screen", "number", "signed"]
 
 
-def build(view: View, head_seq: int, head_hash: str) -> Story:
-    """The case story of the folded state at ``head_seq`` (whose record hash is ``head_hash``)."""
+def build(view: View, head_seq: int, head_hash: str, *,
+          screen: Callable[[str], bool] | None = None) -> Story:
+    """The case story of the folded state at ``head_seq`` (whose record hash is ``head_hash``).
+
+    ``screen(text)`` says whether a todo's free text may be quoted on the board (the redaction
+    gate's test; without it every one is quoted and the gate judges them)."""
     story = Story({})
     r = Reader(story)
     rows = frontier(view)
@@ -61,9 +66,10 @@ def build(view: View, head_seq: int, head_hash: str) -> Story:
         "candidates": _candidates(r, view, candidates(view, rows), shown, by_id),
         "findings": _findings(r, view),
         "risks": _risks(hypotheses, status, disclosed),
-        # Only the board shows these: a chart per hypothesis, and who acts next.
+        # Only the board shows these: a chart per hypothesis, who acts next, the todos.
         "charts": board_data.charts(r, view, hypotheses),
         "next_actions": board_data.next_actions(r, view, hypotheses, by_id),
+        "todos": board_data.todos(r, view, screen),
     }
     story.doc["first_screen"] = first_screen(story.doc)
     return story

@@ -89,7 +89,16 @@ TOOL_MODULES: dict[str, str] = {
     **dict.fromkeys(("hypothesis", "evidence", "novelty", "gate", "decision", "graph",
                      "frontier", "candidates", "grounding"), "research"),
     "story": "narrator",
+    # A full tool name maps to its own module when its prefix's module is another one.
+    **dict.fromkeys(("todo.reprioritise", "todo.block", "todo.unblock", "todo.cancel",
+                     "todo.reassign"), "todo_changes"),
 }
+
+
+def module_of(name: str) -> str | None:
+    """The module under loopx.tools that registers the tool ``name`` (its full name's entry,
+    else its first part's)."""
+    return TOOL_MODULES.get(name) or TOOL_MODULES.get(name.split(".")[0])
 
 
 def _load(module: str) -> None:
@@ -118,8 +127,8 @@ def tool(name: str, *, params: type[Any], writes: bool
                  ) -> Callable[[ToolContext, Any], dict[str, Any]]:
         if name in TOOLS:
             raise ValueError(f"tool {name!r} is registered twice")
-        if TOOL_MODULES.get(name.split(".")[0]) != fn.__module__.rpartition(".")[2]:
-            raise ValueError(f"tool {name!r}: add its prefix to TOOL_MODULES")
+        if module_of(name) != fn.__module__.rpartition(".")[2]:
+            raise ValueError(f"tool {name!r}: add its prefix (or name) to TOOL_MODULES")
         summary = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else name
         TOOLS[name] = Tool(name, risk, summary, params, fn, writes)
         return fn
@@ -133,8 +142,9 @@ def get_tool(name: str) -> Tool:
     Raises:
         UsageProblem: no such tool.
     """
-    if name not in TOOLS and name.split(".")[0] in TOOL_MODULES:
-        _load(TOOL_MODULES[name.split(".")[0]])
+    module = module_of(name)
+    if name not in TOOLS and module is not None:
+        _load(module)
     if name not in TOOLS:
         raise UsageProblem(f"no tool {name!r}; tools: {', '.join(sorted(all_tools()))}")
     return TOOLS[name]

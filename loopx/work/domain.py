@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from loopx.kernel.domains import Domain
-from loopx.work import checks, state
+from loopx.work import change_checks, checks, state
 
 if TYPE_CHECKING:
     from loopx.kernel.kinds import KindSpec
@@ -21,6 +21,7 @@ def kinds() -> Sequence[KindSpec]:
         AutoResearchLaneClaimV1,
         LaneProfileV0,
         RolloutEventV0,
+        TodoChangeV0,
         TodoEventV0,
         TodoItemV0,
     )
@@ -32,6 +33,10 @@ def kinds() -> Sequence[KindSpec]:
                  "agents", "a leased claim of a todo (the claim packet)"),
         KindSpec("todo_event_v0", TodoEventV0, "public", "self_reported", "agents",
                  "a todo lifecycle step: heartbeat, release, completion, failure, expiry"),
+        # Free text (a cancel's reason) is shown on the board: secret-shaped values are refused.
+        KindSpec("todo_change_v0", TodoChangeV0, "public", "self_reported", "agents",
+                 "a change of an existing todo: priority, blocker, assignee, cancellation",
+                 secrets_checked=True),
         KindSpec("rollout_event_v0", RolloutEventV0, "public", "observed", "agents",
                  "an executor's rollout step"),
         KindSpec("lane_profile_v0", LaneProfileV0, "public", "self_reported", "owner",
@@ -51,6 +56,7 @@ DOMAIN = Domain(
         "todo_item_v0": checks.check_todo,
         "auto_research_lane_claim_v1": checks.check_claim,
         "todo_event_v0": checks.check_todo_event,
+        "todo_change_v0": change_checks.check_todo_change,
         "rollout_event_v0": checks.require_todo,
         "agent_grant_v0": checks.check_grant,
         "agent_revocation_v0": checks.check_revocation,

@@ -1,5 +1,5 @@
-"""The lanes' record kinds: role profiles, grants and revocations, todos, claims, todo events
-and rollout steps."""
+"""The lanes' record kinds: role profiles, grants and revocations, todos, claims, todo events,
+todo changes and rollout steps."""
 
 from __future__ import annotations
 
@@ -69,6 +69,56 @@ class TodoEventV0(Model):
     expired_agent_id: Identifier | None = None
     reason: ShortText | None = None
     result: dict[str, JsonValue] = {}
+
+
+TodoChange = Literal["reprioritise", "block", "unblock", "cancel", "reassign"]
+# The changes that may end the lease of a todo's holder (fence it out by epoch).
+FENCING_CHANGES = ("cancel", "reassign")
+
+
+class TodoChangeV0(Model):
+    """A recorded change of an existing todo: its priority, a blocker, its assignee, or its
+    cancellation. Written by the owner or the role that added the todo, never under a lease:
+    the envelope carries no todo_id, and ``todo_id`` here names the todo changed."""
+
+    todo_id: Identifier
+    change: TodoChange
+    priority: int | None = Field(default=None, description="reprioritise: the new priority")
+    blocker: Identifier | None = Field(
+        default=None, description="block, unblock: the todo added to or removed from blocked_by")
+    assigned_to: Identifier | None = Field(
+        default=None, description="reassign: the new assignee (a live agent of the todo's "
+                                  "role); null unassigns")
+    reason: ShortText | None = Field(default=None,
+                                     description="why; required (not empty) to cancel")
+    fence_epoch: Annotated[int, Field(ge=1)] | None = Field(
+        default=None, description="cancel, reassign: the epoch of the lease this change ends "
+                                  "(the holder is fenced out); null: no live lease may hold it")
+    fenced_agent_id: Identifier | None = Field(
+        default=None, description="with fence_epoch: the holder whose lease it ends")
+
+    @model_validator(mode="after")
+    def _fields_fit_change(self) -> TodoChangeV0:
+        wanted = {"reprioritise": "priority", "block": "blocker", "unblock": "blocker"}
+        needed = wanted.get(self.change)
+        if needed is not None and getattr(self, needed) is None:
+            raise ValueError(f"{needed}: required when change is {self.change!r}")
+        for name in ("priority", "blocker"):
+            if name != needed and getattr(self, name) is not None:
+                raise ValueError(f"{name}: not used when change is {self.change!r}; leave it out")
+        if self.change != "reassign" and self.assigned_to is not None:
+            raise ValueError(f"assigned_to: not used when change is {self.change!r}; "
+                             "leave it out")
+        if self.change == "cancel" and not (self.reason or "").strip():
+            raise ValueError("reason: required (not empty) when change is 'cancel'")
+        if self.change not in FENCING_CHANGES and (
+                self.fence_epoch is not None or self.fenced_agent_id is not None):
+            raise ValueError(f"fence_epoch: only cancel and reassign end a lease, not "
+                             f"{self.change!r}")
+        if (self.fence_epoch is None) != (self.fenced_agent_id is None):
+            raise ValueError("fenced_agent_id: give it with fence_epoch (the holder whose "
+                             "lease ends), or neither")
+        return self
 
 
 ConditionOp = Literal["eq", "ne", "gt", "ge", "lt", "le", "in", "not_in", "exists", "absent"]

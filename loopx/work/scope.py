@@ -19,6 +19,7 @@ KIND_ACTIONS: dict[str, tuple[str, ...]] = {
     "todo_item_v0": ("add",),
     "auto_research_lane_claim_v1": ("claim",),
     "todo_event_v0": ("heartbeat", "released", "completed", "failed", "expired"),
+    "todo_change_v0": ("reprioritise", "block", "unblock", "cancel", "reassign"),
     "lane_profile_v0": ("set",),
     "agent_grant_v0": ("grant",),
     "agent_revocation_v0": ("revoke",),
@@ -55,6 +56,7 @@ OWNER_SCOPE: dict[str, tuple[str, ...]] = {
     "agent_grant_v0": ("grant",),
     "agent_revocation_v0": ("revoke",),
     "todo_item_v0": ("add",),
+    "todo_change_v0": KIND_ACTIONS["todo_change_v0"],
     "approval_v0": ("approve", "reject"),
     "campaign_transition_v0": KIND_ACTIONS["campaign_transition_v0"],
     "action_proposal_v0": ("propose",),
@@ -66,6 +68,7 @@ OWNER_ONLY = frozenset({"lane_profile_v0", "agent_grant_v0", "agent_revocation_v
 # Record kinds whose action is named by one payload field (value -> action).
 _ACTION_FIELDS: dict[str, tuple[str, dict[str, str] | None]] = {
     "todo_event_v0": ("event", None),
+    "todo_change_v0": ("change", None),
     "campaign_transition_v0": ("to_state", None),
     "approval_v0": ("verdict", {"approved": "approve", "rejected": "reject"}),
     "research_decision_v0": ("outcome", {"promoted": "promote", "retired": "retire"}),

@@ -4,7 +4,9 @@ and the per-role queues selection reads.
 Updates are copy-on-write (each entry is replaced, never mutated in place), so the same
 handlers fold the log and check a batch against an overlay of the state without touching it.
 ``queues`` holds the todos not yet done, per role (or per assignee, ``@agent``), sorted by
-(-priority, seq): selection takes the first claimable one instead of walking every todo.
+(-priority, seq): selection takes the first claimable one instead of walking every todo. A todo
+change (``todo_change_v0``) moves its entry: a new priority re-sorts it, a reassignment moves it
+between queues, a cancellation takes it out.
 """
 
 from __future__ import annotations
@@ -93,6 +95,11 @@ def _todo(state: LaneState, record: dict[str, Any], p: dict[str, Any]) -> None:
         "source": p.get("source_todo_id"), "seq": record["seq"], "added_by": record["agent_id"],
         "status": "open", "holder": None, "epoch": 0, "expires": None, "claims": 0,
         "failures": 0, "ttl": None,
+        # Who may change it later (its adding role; a successor's is the completer's), and
+        # where its shown values come from.
+        "added_role": record["lane_role"], "record_id": record["record_id"],
+        "visibility": record["visibility"], "priority_record": record["record_id"],
+        "changes": 0, "cancel": None,
     }
     _enqueue(state, todo_id, todos[todo_id])
     target = p.get("unblocks_todo_id")
@@ -147,6 +154,48 @@ def _event(state: LaneState, record: dict[str, Any], p: dict[str, Any]) -> None:
         agents[holder] = {**agent, "holding": [t for t in agent["holding"] if t != todo_id]}
 
 
+DONE = ("completed", "failed", "cancelled")
+
+
+def _change(state: LaneState, record: dict[str, Any], p: dict[str, Any]) -> None:
+    """A todo_change_v0: the todo is replaced, and moved in (or out of) its queue."""
+    todos, agents = state["todos"], state["agents"]
+    todo_id, change = p["todo_id"], p["change"]
+    todo = todos[todo_id]
+    update: dict[str, Any] = {"changes": todo.get("changes", 0) + 1,
+                              "changed_seq": record["seq"]}
+    if change == "reprioritise":
+        update.update(priority=p["priority"], priority_record=record["record_id"])
+    elif change == "block":
+        update["blocked_by"] = [*todo["blocked_by"], p["blocker"]]
+    elif change == "unblock":
+        update["blocked_by"] = [b for b in todo["blocked_by"] if b != p["blocker"]]
+    elif change == "reassign":
+        update["assigned_to"] = p.get("assigned_to")
+    holder = todo["holder"]
+    # A fenced lease ends here, like a release (no attempt counted); a cancel also ends a
+    # lapsed one. The epoch stays, so the old holder's writes under it are refused.
+    ends = holder is not None and (p.get("fence_epoch") is not None or change == "cancel")
+    if ends:
+        update.update(holder=None, expires=None, last_holder=holder, status="open",
+                      last_event=change)
+        if p.get("fence_epoch") is not None:
+            update["fenced"] = {"agent_id": holder, "epoch": todo["epoch"], "seq": record["seq"]}
+    if change == "cancel":
+        update.update(status="cancelled", done_seq=record["seq"], cancel={
+            "reason": p["reason"], "agent_id": record["agent_id"], "seq": record["seq"],
+            "record_id": record["record_id"], "visibility": record["visibility"]})
+    changed = {**todo, **update}
+    if todo["status"] not in DONE:
+        _dequeue(state, todo_id, todo)
+    todos[todo_id] = changed
+    if changed["status"] not in DONE:
+        _enqueue(state, todo_id, changed)
+    if ends and holder in agents:
+        agent = agents[holder]
+        agents[holder] = {**agent, "holding": [t for t in agent["holding"] if t != todo_id]}
+
+
 FOLDS = {
     "lane_profile_v0": _profile,
     "agent_grant_v0": _grant,
@@ -154,4 +203,5 @@ FOLDS = {
     "todo_item_v0": _todo,
     "auto_research_lane_claim_v1": _claim,
     "todo_event_v0": _event,
+    "todo_change_v0": _change,
 }

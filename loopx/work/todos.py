@@ -1,4 +1,8 @@
-"""Todos: adding them, and reading their state (open, blocked, claimed, expired, done)."""
+"""Todos: adding them, and reading their state (open, blocked, claimed, expired, done).
+
+Changing a todo once added (priority, blockers, assignee, cancellation) is
+:mod:`loopx.work.todo_changes`.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from loopx.work.leases import lease_live
 from loopx.work.should_run import blockers
 from loopx.work.state import LaneState, effective
 
-STATES = ("open", "blocked", "claimed", "expired", "completed", "failed")
+STATES = ("open", "blocked", "claimed", "expired", "completed", "failed", "cancelled")
 
 
 def add_todos(ledger: Ledger, creds: Credentials, payloads: list[dict[str, Any]], *,
@@ -61,7 +65,16 @@ def todo_row(lanes: LaneState, todo_id: str, now: str) -> dict[str, Any]:
         "lease_ttl_seconds": effective(todo, lanes["profiles"], "lease_ttl_seconds"),
         "source_todo_id": todo["source"], "successor_rule_id": todo["rule"],
         "added_seq": todo["seq"], "added_by": todo["added_by"],
+        "added_role": todo.get("added_role"), "changes": todo.get("changes", 0),
+        "cancelled": _cancelled(todo.get("cancel")),
     }
+
+
+def _cancelled(cancel: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Who cancelled a todo, when (seq) and why."""
+    if cancel is None:
+        return None
+    return {"reason": cancel["reason"], "by": cancel["agent_id"], "seq": cancel["seq"]}
 
 
 def todo_rows(lanes: LaneState, now: str, *, role: str | None = None,
