@@ -83,7 +83,8 @@ def test_a_tool_cannot_be_both_allowed_and_denied() -> None:
 
 
 LEGAL = {("created", "planned"), ("planned", "ready"), ("ready", "running"),
-         ("running", "paused"), ("paused", "running"), ("running", "completed")}
+         ("running", "paused"), ("paused", "running"), ("running", "completed"),
+         ("paused", "completed")}  # the owner's approval completes a campaign paused for it
 LEGAL |= {(s, t) for s in ("created", "planned", "ready", "running", "paused")
           for t in ("stopped", "failed")}
 

@@ -99,6 +99,8 @@ def governance_draft(c: Campaign, role: str, agent: str, kind: str, action: str,
         return {"payload": {"finding_id": "f1", "kind": "hypothesis", "statement": "maybe"}}
     if kind == "research_decision_v0":
         return decision_draft(c, action)
+    if kind == "campaign_transition_v0" and action in ("paused", "completed"):
+        return policy_move_draft(c, action)
     if kind == "campaign_transition_v0":
         # A stop by an agent must name the reasons that apply: an exhausted experiment budget.
         setup_contract(c, budget={"max_experiments": 1})
@@ -111,6 +113,27 @@ def governance_draft(c: Campaign, role: str, agent: str, kind: str, action: str,
         return {"payload": {"from_state": current, "to_state": action, "reason": "test",
                             "stop_reasons": reasons}}
     raise AssertionError(kind)
+
+
+def policy_move_draft(c: Campaign, action: str) -> dict[str, Any]:
+    """A pause or completion by the policy, which an agent may write only when it is due: h1 is
+    promoted, then an amendment sets a target it reaches (its promotion awaits the owner's
+    approval for the pause)."""
+    from loopx.governance.contract import amend_contract
+    from loopx.research.decisions import decide
+
+    loop = ResearchLoop(c.ledger, c.owner, agents={})
+    policy = {"required_gates": ["heldout"], "require_owner_approval": action == "paused"}
+    loop.contract({**CONTRACT, "promotion_policy": policy,
+                   "metric": {**CONTRACT["metric"], "seeds": [0, 1, 2]}})
+    setup_states(c, "ready", "running")
+    loop.supported("h1", [0.7, 0.8, 0.9], [0.7, 0.8, 0.9])
+    decide(c.ledger, loop.agents["ev"], "h1", "promoted")
+    amend_contract(c.ledger, loop.agents["cur"], "a target", settings=[("metric.target", 0.75)])
+    why = ({"pause_reasons": ["target_awaits_owner_approval"]} if action == "paused"
+           else {"completion": "objective_target_reached"})
+    return {"payload": {"from_state": "running", "to_state": action, "reason": "test",
+                        "iteration": 1, **why}}
 
 
 RESEARCH = ("research_hypothesis_v0", "auto_research_evidence_packet_v0",

@@ -99,16 +99,24 @@ def campaign_status(ctx: click.Context, as_json: bool) -> None:
     out = run_tool(ctx, "campaign.status", NoParams())
     c = out["contract"]
     it = out["iterations"]
+    why = out["stop_reasons"] or out["pause_reasons"] or [r for r in [out["completion"]] if r]
     lines = [f"campaign {out['state']} since seq {out['since_seq']}"
-             + (f" ({', '.join(out['stop_reasons'])})" if out["stop_reasons"] else ""),
+             + (f" ({', '.join(why)})" if why else ""),
              (f"contract {c['contract_id']} v{c['version']}, {c['mode']} mode, {c['metric']} "
-              f"{c['direction']} {baseline_words(c)}, plan v{c['plan_version']}, "
-              f"{_control_words(c['campaign_control'])}") if c else "no contract yet",
-             f"iterations {it['count']}, best {it['best'] if it['best'] is not None else '-'}"
-             f", without improvement {it['stagnant']}, invalid in a row {it['invalid']}",
+              f"{c['direction']} {baseline_words(c)}"
+              + (f", target {c['target']:g}" if c["target"] is not None else "")
+              + f", plan v{c['plan_version']}, {_control_words(c['campaign_control'])}")
+             if c else "no contract yet",
+             (f"iterations {it['count']}, best {it['best'] if it['best'] is not None else '-'}"
+              f", without improvement {it['stagnant']}, invalid in a row {it['invalid']}"
+              f", failed in a row {it['failed']}"),
              _budget_text(out["budget"])]
+    if out["would_complete"]:
+        lines.append("the objective's target is reached: the campaign would complete now")
     if out["would_stop"]:
         lines.append(f"the stop policy would stop it now: {', '.join(out['would_stop'])}")
+    if out["would_pause"]:
+        lines.append(f"a pause rule would pause it now: {', '.join(out['would_pause'])}")
     if out["pending_approvals"]:
         lines.append(f"{out['pending_approvals']} awaiting approval (`loopx approvals`)")
     emit(as_json, out, "\n".join(lines))
@@ -121,17 +129,26 @@ def campaign_status(ctx: click.Context, as_json: bool) -> None:
 @with_token
 def campaign_evaluate(ctx: click.Context, dry_run: bool, agent_id: str | None,
                       token_file: Path | None, as_json: bool) -> None:
-    """Evaluate the stop policy now, and stop the campaign if any reason applies."""
+    """Evaluate the campaign's policy now, and complete, stop or pause the campaign if it owes
+    that move."""
     from loopx.tools.governance import Evaluate
 
     creds = credentials(agent_id, token_file) if agent_id else None
     out = run_tool(ctx, "campaign.evaluate", Evaluate(dry_run), creds)
     if out["stopped"]:
         text = f"stopped at seq {out['seq']}: {', '.join(out['reasons'])}"
+    elif out["transition"] == "paused":
+        text = f"paused at seq {out['seq']}: {', '.join(out['pause_reasons'])}"
+    elif out["transition"] == "completed":
+        text = f"completed at seq {out['seq']}: objective_target_reached"
     elif out["finished"]:
         text = f"campaign already {out['state']}; nothing to evaluate"
+    elif out["due"] == "completed":
+        text = f"campaign {out['state']}; the objective's target is reached: it would complete"
     elif out["reasons"]:
         text = f"campaign {out['state']}; stop reasons apply: {', '.join(out['reasons'])}"
+    elif out["pause_reasons"]:
+        text = f"campaign {out['state']}; pause rules fire: {', '.join(out['pause_reasons'])}"
     else:
         text = f"campaign {out['state']}; no stop reason applies"
     emit(as_json, out, text)
@@ -148,5 +165,7 @@ def campaign_transition(ctx: click.Context, to_state: str, reason: str, agent_id
 
     out = run_tool(ctx, "campaign.transition", Transition(to_state, reason),
                    credentials(agent_id, token_file))
+    why = out["stop_reasons"] or out.get("pause_reasons") or [
+        r for r in [out.get("completion")] if r]
     emit(as_json, out, f"campaign {out['from_state']} -> {out['to_state']} at seq {out['seq']}"
-                       + (f" ({', '.join(out['stop_reasons'])})" if out["stop_reasons"] else ""))
+                       + (f" ({', '.join(why)})" if why else ""))

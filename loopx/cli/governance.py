@@ -95,6 +95,8 @@ def _verdict_command(verdict: str) -> Any:
             ce = out["can_execute"]
             text += ("; it may execute" if ce["can_execute"]
                      else "; it may not execute: " + "; ".join(ce["reasons"]))
+        if out["transition"]:
+            text += f"\ncampaign {out['transition']}: objective_target_reached"
         emit(as_json, out, text)
 
     command.__doc__ = ("Approve a proposal, decision or preview (owner token); approval never "

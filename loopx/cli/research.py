@@ -211,27 +211,38 @@ def gate_check(ctx: click.Context, hypothesis_id: str, agent_id: str, token_file
 @click.argument("hypothesis_id", metavar="HYPOTHESIS")
 @click.option("--reason", type=click.Choice(["contradicted", "duplicate", "operator_rejected",
                                              "retry_exhausted", "superseded",
-                                             "guardrail_failed", "no_effect_found"]),
+                                             "guardrail_failed", "no_effect_found",
+                                             "invalid_result"]),
               help="Why it is retired (required with retire).")
 @click.option("--note", metavar="TEXT", help="A short note kept with the decision.")
 @click.option("--decision-id", metavar="ID", help="Its id (default: a fresh dec-... id).")
+@click.option("--violation", "violations", multiple=True, metavar="TEXT",
+              help="What the result violates, judged by the evaluator (repeatable; retire only): "
+                   "the iteration is invalid.")
 @with_agent
 def decide(ctx: click.Context, outcome: str, hypothesis_id: str, reason: str | None,
-           note: str | None, decision_id: str | None, agent_id: str, token_file: Path | None,
-           as_json: bool) -> None:
+           note: str | None, decision_id: str | None, violations: tuple[str, ...],
+           agent_id: str, token_file: Path | None, as_json: bool) -> None:
     """Promote or retire a hypothesis on the candidate the projection shows (evaluator); the
-    stop policy is evaluated in the same step."""
+    campaign's policy (complete, stop, pause) is evaluated in the same step."""
     from loopx.tools.research import Decide
 
     if outcome == "promote" and reason is not None:
         raise UsageProblem("--reason is for retire; a promotion's reason is gates_passed")
+    if outcome == "promote" and violations:
+        raise UsageProblem("--violation is for retire: an invalid result is never promoted "
+                           "(retire it with --reason invalid_result)")
     out = run_tool(ctx, "decision.decide",
                    Decide(hypothesis_id, "promoted" if outcome == "promote" else "retired",
-                          reason, note, decision_id), credentials(agent_id, token_file))
+                          reason, note, decision_id, list(violations)),
+                   credentials(agent_id, token_file))
     text = (f"{out['decision_id']}: {hypothesis_id} {out['outcome']} ({out['reason']}) at "
             f"revision {out['revision']}, seq {out['seq']}")
-    if out["stopped"]:
-        text += f"\ncampaign stopped: {', '.join(out['stop_reasons'])}"
+    if not out["valid"]:
+        text += f"; invalid: {'; '.join(out['violations'])}"
+    if out["transition"] is not None:
+        why = out.get("stop_reasons") or out.get("pause_reasons") or [out.get("completion")]
+        text += f"\ncampaign {out['transition']}: {', '.join(why)}"
     emit(as_json, out, text)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from loopx.governance.moves import approval_move, with_owed_move
 from loopx.governance.rules import (
     approval_required,
     awaits_owner,
@@ -95,7 +96,8 @@ def find_subject(view: LaneState, subject_id: str, kind: str | None = None) -> s
 def decide_approval(ledger: Ledger, creds: Credentials, subject_id: str, *, approved: bool,
                     note: str, kind: str | None = None,
                     approver: str | None = None) -> dict[str, Any]:
-    """The owner approves or rejects a subject (owner token; never one's own).
+    """The owner approves or rejects a subject (owner token; never one's own). Approving the
+    promotion that reached the objective's target completes the campaign in the same batch.
 
     Raises:
         Forbidden: not the owner; Refused: already decided, self-approval, an ineligible tool;
@@ -111,11 +113,13 @@ def decide_approval(ledger: Ledger, creds: Credentials, subject_id: str, *, appr
                                    "note": note}
         if approver:
             payload["approver"] = approver
-        return ledger.prepare({"schema_version": "approval_v0", "payload": payload}, who)
+        [record] = ledger.prepare({"schema_version": "approval_v0", "payload": payload}, who)
+        return with_owed_move(ledger, view, record, who, now, approval_move)
 
-    [record] = ledger.write(creds, plan)
-    out = {"subject": answer["subject"], "verdict": record["payload"]["verdict"],
-           "seq": record["seq"], "record_id": record["record_id"]}
+    record, *moved = ledger.write(creds, plan)
+    out: dict[str, Any] = {"subject": answer["subject"], "verdict": record["payload"]["verdict"],
+                           "seq": record["seq"], "record_id": record["record_id"],
+                           "transition": moved[0]["payload"]["to_state"] if moved else None}
     if answer["subject"]["kind"] == "proposal":
         out["can_execute"] = verdict(ledger.state()["lanes"], subject_id)
     return out

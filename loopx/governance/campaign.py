@@ -9,7 +9,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from loopx.governance.actions import pending_approvals
-from loopx.governance.checks import policy_reasons, stop_payload
+from loopx.governance.moves import (
+    TARGET_REACHED,
+    completion_due,
+    due_move,
+    pause_reasons,
+    policy_reasons,
+    target_reached,
+)
 from loopx.governance.rules import TRANSITIONS, awaiting
 from loopx.governance.state import TERMINAL, current_contract
 from loopx.governance.stopping import budget_rows
@@ -33,28 +40,35 @@ def status(view: LaneState) -> dict[str, Any]:
         "since_seq": state["since_seq"],
         "reason": state["reason"],
         "stop_reasons": state["stop_reasons"],
+        "pause_reasons": state["pause_reasons"],
+        "completion": state["completion"],
         "next_states": list(TRANSITIONS[state["state"]]),
         "contract": None if contract is None else {
             "contract_id": contract["contract_id"], "version": contract["version"],
             "mode": contract["mode"], "seq": contract["seq"],
             "metric": contract["metric"]["name"], "direction": contract["metric"]["direction"],
             "baseline": contract["metric"]["baseline"],
+            "target": contract["metric"].get("target"),
             # The scalar is an assumption unless the plan measures the baseline.
             "baseline_hypothesis": contract["metric"].get("baseline_hypothesis"),
             "plan_version": _plan_version(campaign),
             "campaign_control": contract["promotion_policy"].get("campaign_control")},
         "iterations": {k: iterations[k] for k in ("count", "best", "best_hypothesis",
-                                                   "stagnant", "invalid", "last")},
+                                                   "stagnant", "invalid", "failed", "last")},
+        "target_reached": target_reached(view),
         "budget": budget_rows(contract, campaign["usage"]["total"]),
         "would_stop": [] if state["state"] in TERMINAL else policy_reasons(view),
+        "would_pause": pause_reasons(view),
+        "would_complete": (state["state"] in ("running", "paused") and completion_due(view)),
         "pending_approvals": len(pending_approvals(view)),
         "awaiting_approval": awaiting(view),
     }
 
 
 def transition(ledger: Ledger, creds: Credentials, to_state: str, reason: str) -> Record:
-    """Move the campaign to ``to_state``. A stop by the owner is ``operator_requested``; a stop
-    by an agent must carry the stop policy's reasons, which must apply.
+    """Move the campaign to ``to_state``. A stop by the owner is ``operator_requested``, and the
+    owner pauses or completes at will; an agent's stop, pause or completion must carry the
+    policy's reasons, which must apply.
 
     Raises:
         Refused: an illegal move (naming the legal ones); Forbidden: not this role's move.
@@ -63,11 +77,15 @@ def transition(ledger: Ledger, creds: Credentials, to_state: str, reason: str) -
     def plan(view: LaneState, who: Identity, now: str) -> list[Record]:
         current = view["campaign"]["status"]["state"]
         payload: dict[str, Any] = {"from_state": current, "to_state": to_state,
-                                   "reason": reason}
+                                   "reason": reason,
+                                   "iteration": view["campaign"]["iterations"]["count"]}
         if to_state == "stopped":
             due = policy_reasons(view)
             payload["stop_reasons"] = ["operator_requested"] if who.is_owner or not due else due
-            payload["iteration"] = view["campaign"]["iterations"]["count"]
+        elif to_state == "paused" and not who.is_owner:
+            payload["pause_reasons"] = pause_reasons(view)
+        elif to_state == "completed" and (not who.is_owner or completion_due(view)):
+            payload["completion"] = TARGET_REACHED
         return ledger.prepare({"schema_version": "campaign_transition_v0", "payload": payload},
                               who)
 
@@ -75,35 +93,45 @@ def transition(ledger: Ledger, creds: Credentials, to_state: str, reason: str) -
 
 
 def evaluate(ledger: Ledger, creds: Credentials | None, *, dry_run: bool) -> dict[str, Any]:
-    """Evaluate the stop policy now; unless ``dry_run``, stop the campaign if a reason applies.
-
-    A finished campaign (completed, stopped or failed) has nothing left to evaluate.
+    """Evaluate the campaign's policy now; unless ``dry_run``, make the move it owes: complete
+    the campaign when the objective is met, else stop it when a stop reason applies, else pause
+    it when a pause rule fires. A finished campaign has nothing left to evaluate.
 
     Raises:
-        Forbidden: the writer may not stop the campaign (owner or evaluator_promoter may).
+        Refused: a move is due and no token was given; Forbidden: the writer may not make it
+        (the owner and the evaluator_promoter may).
     """
     view = ledger.state()["lanes"]
-    reasons = policy_reasons(view)
     state = view["campaign"]["status"]["state"]
     finished = state in TERMINAL
+    move = due_move(view)
     out: dict[str, Any] = {"state": state, "finished": finished,
-                           "reasons": [] if finished else reasons, "stopped": False,
-                           "seq": None, "iteration": view["campaign"]["iterations"]["count"]}
-    if dry_run or not reasons or finished:
+                           "reasons": [] if finished else policy_reasons(view),
+                           "pause_reasons": [] if move is None else move.get("pause_reasons", []),
+                           "due": None if move is None else move["to_state"],
+                           "stopped": False, "transition": None, "seq": None,
+                           "iteration": view["campaign"]["iterations"]["count"]}
+    if dry_run or move is None:
         return out
     if creds is None:
-        raise Refused("the stop policy fires; stopping needs a token",
+        what = ("the stop policy fires; stopping" if move["to_state"] == "stopped" else
+                f"the campaign's policy owes a move to {move['to_state']}; making it")
+        raise Refused(f"{what} needs a token",
                       hint="run again with the owner's or an evaluator's token, or --dry-run")
+
     def plan(view: LaneState, who: Identity, now: str) -> list[Record]:
-        stop = stop_payload(view, "stop policy evaluated")
-        if stop is None:
+        move = due_move(view)
+        if move is None:
             return []
-        return ledger.prepare({"schema_version": "campaign_transition_v0", "payload": stop}, who)
+        return ledger.prepare({"schema_version": "campaign_transition_v0", "payload": move}, who)
 
     written = ledger.write(creds, plan)
     if written:
-        out.update(stopped=True, seq=written[0]["seq"], state="stopped",
-                   reasons=written[0]["payload"]["stop_reasons"])
+        p = written[0]["payload"]
+        out.update(transition=p["to_state"], stopped=p["to_state"] == "stopped",
+                   seq=written[0]["seq"], state=p["to_state"], due=p["to_state"],
+                   reasons=p["stop_reasons"] if p["to_state"] == "stopped" else out["reasons"],
+                   pause_reasons=p["pause_reasons"])
     return out
 
 

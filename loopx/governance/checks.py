@@ -1,6 +1,6 @@
 """Write checks for governance records: contract versions, campaign transitions, proposals,
-approvals, action results and findings, the campaign's own rules on claims, and the stop transition a decision's batch
-must carry when the stop policy fires.
+approvals, action results and findings, and the campaign's own rules on claims. (The move a
+decision's batch must carry when the policy fires is in :mod:`loopx.governance.moves`.)
 
 Registered in :mod:`loopx.governance.domain` and called from
 :func:`loopx.kernel.checks.check_batch` under the store lock (and by ``loopx verify``),
@@ -12,6 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from loopx.governance.moves import (
+    best_awaits_owner,
+    pause_reasons,
+    policy_reasons,
+    target_reached,
+)
 from loopx.governance.rules import (
     TRANSITIONS,
     action_phrase,
@@ -23,8 +29,7 @@ from loopx.governance.rules import (
     transition_allowed,
     unknown_tool,
 )
-from loopx.governance.state import TERMINAL, approval_subjects, current_contract
-from loopx.governance.stopping import stop_reasons
+from loopx.governance.state import approval_subjects, current_contract
 from loopx.kernel.errors import Refused
 from loopx.work.extensions import Block, PassOver
 
@@ -77,28 +82,71 @@ def _check_transition(view: View, who: Identity, record: Record) -> None:
         raise Refused(f"a campaign without a contract cannot be {target}",
                       hint="the curator writes one with `loopx contract init`")
     if p["decision_id"] is not None:
-        raise Refused("only the stop fired in a decision's own batch names that decision")
-    if target != "stopped":
-        if p["stop_reasons"]:
-            raise Refused("only a stop carries stop_reasons")
-        return
-    due = policy_reasons(view)
+        raise Refused("only a move the policy makes in the batch of a decision (or of its "
+                      "approval) names that decision")
+    pauses, completion = list(p.get("pause_reasons") or []), p.get("completion")
+    if p["stop_reasons"] and target != "stopped":
+        raise Refused("only a stop carries stop_reasons")
+    if pauses and target != "paused":
+        raise Refused("only a pause carries pause_reasons")
+    if completion is not None and target != "completed":
+        raise Refused("only a completion carries a completion reason")
+    by_policy = {"stopped": _check_stop, "paused": _check_pause,
+                 "completed": _check_completion}.get(target)
+    if by_policy is not None and by_policy(view, who, p):
+        count = view["campaign"]["iterations"]["count"]
+        if p["iteration"] != count:
+            raise Refused(f"a {target} move by the policy names the current iteration {count}")
+
+
+def _check_stop(view: View, who: Identity, p: dict[str, Any]) -> bool:
+    """The owner stops at will (operator_requested); anyone else only for exactly the stop
+    reasons that apply now. True: a stop by the policy."""
     if who.is_owner and p["stop_reasons"] == ["operator_requested"]:
-        return
+        return False
+    due = policy_reasons(view)
     if not p["stop_reasons"] or p["stop_reasons"] != due:
         raise Refused("a stop lists exactly the stop reasons that apply now: "
                       + (", ".join(due) if due else "none apply")
                       + ("" if not who.is_owner else " (or operator_requested, by the owner)"))
-    if p["iteration"] != view["campaign"]["iterations"]["count"]:
-        raise Refused(f"a stop names the current iteration "
-                      f"{view['campaign']['iterations']['count']}")
+    return True
 
 
-def policy_reasons(view: View) -> list[str]:
-    """The stop policy's reasons at this point of the log."""
-    campaign = view["campaign"]
-    return stop_reasons(current_contract(view), campaign["iterations"],
-                        campaign["usage"]["total"])
+def _check_pause(view: View, who: Identity, p: dict[str, Any]) -> bool:
+    """The owner pauses at will (no pause reasons); anyone else only for exactly the pause
+    rules that fire now. True: a pause by the policy."""
+    pauses = list(p.get("pause_reasons") or [])
+    if who.is_owner and not pauses:
+        return False
+    due = pause_reasons(view)
+    if not due or pauses != due:
+        raise Refused("a pause lists exactly the pause reasons that apply now: "
+                      + (", ".join(due) if due else "none apply")
+                      + ("" if not who.is_owner else " (or none, when the owner pauses it)"))
+    return True
+
+
+def _check_completion(view: View, who: Identity, p: dict[str, Any]) -> bool:
+    """The owner completes at will (no completion reason); anyone else only once the objective's
+    target is reached by a promotion that waits for no one. True: a completion by the policy."""
+    if who.is_owner and p.get("completion") is None:
+        return False
+    if p.get("completion") is None:
+        raise Refused("an agent completes the campaign only when the objective's target is "
+                      "reached (completion objective_target_reached)")
+    contract = current_contract(view)
+    target = None if contract is None else contract["metric"].get("target")
+    if target is None:
+        raise Refused("the contract sets no target (metric.target): the campaign cannot "
+                      "complete by reaching it")
+    if not target_reached(view):
+        best = view["campaign"]["iterations"]["best"]
+        raise Refused(f"the objective's target {target:g} is not reached (best "
+                      f"{'none' if best is None else format(best, 'g')})")
+    if best_awaits_owner(view):
+        raise Refused("the promotion that reached the target awaits the owner's approval, "
+                      "which completes the campaign", hint="`loopx approvals`")
+    return True
 
 
 def _check_proposal(view: View, who: Identity, record: Record) -> None:
@@ -215,26 +263,6 @@ GOVERNANCE_CHECKS: dict[str, Callable[[View, Any, Record], None]] = {
     "usage_v0": _check_usage,
     "finding_v0": _check_finding,
 }
-
-
-def stop_payload(view: View, reason: str,
-                 decision_id: str | None = None) -> dict[str, Any] | None:
-    """The campaign's stop if the policy fires now (its transition payload), else None."""
-    status = view["campaign"]["status"]
-    if status["state"] in TERMINAL:
-        return None
-    due = policy_reasons(view)
-    if not due:
-        return None
-    return {"from_state": status["state"], "to_state": "stopped", "reason": reason,
-            "stop_reasons": due, "iteration": view["campaign"]["iterations"]["count"],
-            "decision_id": decision_id}
-
-
-def stop_transition(view: View, decision: Record) -> dict[str, Any] | None:
-    """The stop a decision's batch must carry next (its payload), if the policy now fires."""
-    decision_id = decision["payload"]["decision_id"]
-    return stop_payload(view, f"stop policy evaluated with decision {decision_id}", decision_id)
 
 
 def check_claim(view: View, who: Identity, todo_id: str, todo: dict[str, Any]) -> None:

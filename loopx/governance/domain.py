@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from loopx.governance import checks, state
+from loopx.governance import checks, moves, state
 from loopx.governance.rules import campaign_block
 from loopx.kernel.domains import Domain, Expected
 from loopx.kernel.errors import Refused
@@ -51,22 +51,47 @@ def kinds() -> Sequence[KindSpec]:
     )
 
 
-def owed_stop(view: dict[str, Any], record: dict[str, Any]) -> list[Expected]:
-    """The stop a decision (already folded in) fires, if the stop policy says so now."""
-    stop = checks.stop_transition(view, record)
-    if stop is None:
+def owed_move(view: dict[str, Any], record: dict[str, Any]) -> list[Expected]:
+    """The campaign move a decision, or the owner's approval of a promotion (already folded
+    in), fires: its batch must carry exactly that transition next."""
+    if record["schema_version"] == "research_decision_v0":
+        move = moves.decision_move(view, record)
+    else:
+        move = moves.approval_move(view, record)
+    if move is None:
         return []
-    return [Expected(f"the stop transition the policy fires ({', '.join(stop['stop_reasons'])})",
-                     lambda r: _check_stop(r, stop))]
+    return [Expected(f"the {NOUNS[move['to_state']]} transition the policy fires ({_why(move)})",
+                     lambda r: _check_owed(r, move))]
 
 
-def _check_stop(record: dict[str, Any], want: dict[str, Any]) -> None:
+NOUNS = {"stopped": "stop", "paused": "pause", "completed": "completion"}
+
+
+def _why(move: dict[str, Any]) -> str:
+    return ", ".join(move.get("stop_reasons") or move.get("pause_reasons")
+                     or [move.get("completion") or ""])
+
+
+def _check_owed(record: dict[str, Any], want: dict[str, Any]) -> None:
+    from pydantic import ValidationError
+
     from loopx.governance.records import CampaignTransitionV0
 
     normal = CampaignTransitionV0.model_validate(want).model_dump(mode="json")
-    if record["schema_version"] != "campaign_transition_v0" or record["payload"] != normal:
-        raise Refused("the stop policy fires with this decision: it must be followed by the "
-                      f"campaign's stop ({', '.join(want['stop_reasons'])}) in the same batch")
+    got = None
+    if record["schema_version"] == "campaign_transition_v0":
+        try:
+            # Normalized too: a stop written before the pause and completion fields existed
+            # lacks them, and is the same stop.
+            got = CampaignTransitionV0.model_validate(record["payload"]).model_dump(mode="json")
+        except ValidationError:
+            got = None
+    if got != normal:
+        trigger = "the owner's approval" if want["reason"].startswith(
+            "objective target reached with the owner's") else "this decision"
+        raise Refused(f"the campaign policy fires with {trigger}: it must be followed by the "
+                      f"campaign's {NOUNS[want['to_state']]} ({_why(want)}) in the same "
+                      "batch")
 
 
 DOMAIN = Domain(
@@ -75,7 +100,7 @@ DOMAIN = Domain(
     folds=state.FOLDS,
     checks=checks.GOVERNANCE_CHECKS,
     kinds=kinds,
-    after_fold={"research_decision_v0": owed_stop},
+    after_fold={"research_decision_v0": owed_move, "approval_v0": owed_move},
     extensions={CAMPAIGN_BLOCK: campaign_block, PASS_OVER: checks.pass_over,
                 CLAIM_CHECK: checks.check_claim},
 )

@@ -51,6 +51,10 @@ class Metric(Model):
     baseline_hypothesis: Identifier | None = None
     min_delta: NonNegative = 0.0
     seeds: Annotated[list[int], Field(min_length=1, max_length=1000)]
+    target: float | None = Field(
+        default=None, description="the objective's target on this metric: the campaign "
+                                  "completes once the standing best held-out value reaches it "
+                                  "in the metric's direction (none: it never completes by itself)")
 
     @field_validator("seeds")
     @classmethod
@@ -113,7 +117,7 @@ class Budget(Model):
 
 
 class StopPolicy(Model):
-    """When the campaign stops; evaluated with every decision record."""
+    """When the campaign stops (or pauses); evaluated with every decision record."""
 
     min_improvement_percent: NonNegative = 0.0
     patience_iterations: Annotated[int, Field(ge=0)] = 0
@@ -122,6 +126,10 @@ class StopPolicy(Model):
     stop_on_persistent_validity_failure: bool = True
     max_consecutive_validity_failures: Annotated[int, Field(ge=1)] = Field(
         default=2, description="consecutive invalid iterations that make a failure persistent")
+    max_consecutive_failed_iterations: Annotated[int, Field(ge=0)] = Field(
+        default=0, description="consecutive failed iterations (retired for retry_exhausted: no "
+                               "attempt gave a result either way) after which the campaign "
+                               "pauses for recovery (0: it never pauses for them)")
 
 
 class NoveltyBoundary(Model):
@@ -189,6 +197,7 @@ StatementKind = Literal["observed_fact", "computed_result", "interpretation", "h
 StopReason = Annotated[str, Field(
     pattern=r"^(budget_exhausted:[a-z_]+(,[a-z_]+)*|maximum_iterations_reached|"
             r"insufficient_improvement|persistent_validity_failure|operator_requested)$")]
+PauseReason = Literal["consecutive_failed_iterations", "target_awaits_owner_approval"]
 Text = Annotated[str, Field(min_length=1, max_length=16384)]
 
 
@@ -287,7 +296,8 @@ class FindingV0(Model):
 
 
 class CampaignTransitionV0(Model):
-    """A move of the campaign state machine; a stop lists every stop reason that applied."""
+    """A move of the campaign state machine; a stop lists every stop reason that applied, a
+    pause its pause reasons, a completion by the policy its completion reason."""
 
     from_state: CampaignState
     to_state: CampaignState
@@ -295,4 +305,9 @@ class CampaignTransitionV0(Model):
     stop_reasons: list[StopReason] = []
     iteration: Annotated[int, Field(ge=0)] = 0
     decision_id: Identifier | None = Field(
-        default=None, description="the decision in whose step the stop policy fired")
+        default=None, description="the decision in whose step (or whose approval's step) the "
+                                  "policy fired")
+    pause_reasons: list[PauseReason] = Field(
+        default=[], description="why the policy paused the campaign (empty: the owner paused it)")
+    completion: Literal["objective_target_reached"] | None = Field(
+        default=None, description="why the policy completed the campaign (none: the owner did)")

@@ -22,13 +22,14 @@ LOOPX_TOOL_PREFIX = "loopx."
 
 # The seed's state machine, plus stop and fail from every state that is not finished (a stop
 # reason can apply before the first claim, and an owner must be able to end a paused campaign
-# without resuming it first, which would hand out work).
+# without resuming it first, which would hand out work), and paused -> completed: the owner's
+# approval of the promotion that reached the target ends a campaign paused to wait for it.
 TRANSITIONS: dict[str, tuple[str, ...]] = {
     "created": ("planned", "stopped", "failed"),
     "planned": ("ready", "stopped", "failed"),
     "ready": ("running", "stopped", "failed"),
     "running": ("paused", "completed", "stopped", "failed"),
-    "paused": ("running", "stopped", "failed"),
+    "paused": ("running", "completed", "stopped", "failed"),
     "completed": (),
     "stopped": (),
     "failed": (),
@@ -176,7 +177,8 @@ def campaign_block(view: dict[str, Any], agent_id: str) -> Block | None:
         return Block("campaign_stopped", {"state": status["state"],
                                           "stop_reasons": list(status["stop_reasons"])})
     if status["state"] == "paused":
-        return Block("campaign_paused", {"state": "paused", "since_seq": status["since_seq"]})
+        return Block("campaign_paused", {"state": "paused", "since_seq": status["since_seq"],
+                                         "pause_reasons": list(status["pause_reasons"])})
     contract = current_contract(view)
     spent = exhausted(contract, campaign["usage"]["total"])
     # A spent budget (often why it stopped) does not hold back the narrator's last chapter; a

@@ -22,7 +22,8 @@ def initial_campaign() -> dict[str, Any]:
     return {
         "versions": [],
         "status": {"state": "created", "since_seq": 0, "reason": None, "stop_reasons": [],
-                   "by": None, "iteration": 0},
+                   "by": None, "iteration": 0, "pause_reasons": [], "completion": None,
+                   "since_iteration": 0},
         "usage": {"total": {r: 0 for r in RESOURCES}, "agents": {}},
         "iterations": initial_iterations(),
         # Per agent, its proposals with neither a verdict nor a result: whether one of them
@@ -59,10 +60,14 @@ def _contract(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -
 
 
 def _transition(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
+    # since_iteration: the decisions counted when the state began. A pause rule fires only on a
+    # decision after it, so the owner's resume is not undone before anything new happened.
     view["campaign"]["status"] = {
         "state": p["to_state"], "since_seq": record["seq"], "reason": p["reason"],
         "stop_reasons": list(p["stop_reasons"]), "by": record["agent_id"],
-        "iteration": p["iteration"]}
+        "iteration": p["iteration"], "pause_reasons": list(p.get("pause_reasons") or []),
+        "completion": p.get("completion"),
+        "since_iteration": view["campaign"]["iterations"]["count"]}
 
 
 def _claim(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
@@ -70,7 +75,8 @@ def _claim(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> N
     status = view["campaign"]["status"]
     if status["state"] == "ready":
         view["campaign"]["status"] = {**status, "state": "running", "since_seq": record["seq"],
-                                      "reason": "first claim after ready", "by": record["agent_id"]}
+                                      "reason": "first claim after ready", "by": record["agent_id"],
+                                      "since_iteration": view["campaign"]["iterations"]["count"]}
 
 
 def _set_open(view: dict[str, Any], agent_id: str, proposal_id: str, is_open: bool) -> None:

@@ -13,12 +13,14 @@ from loopx.governance.resources import RESOURCES, sum_usage
 
 STOP_REASONS = ("budget_exhausted:<resources>", "maximum_iterations_reached",
                 "insufficient_improvement", "persistent_validity_failure", "operator_requested")
+# Retirements that make an iteration invalid whatever its decision's flag says.
+INVALID = ("guardrail_failed", "invalid_result")
 
 
 def initial_iterations() -> dict[str, Any]:
     """Iteration counters before any decision."""
     return {"count": 0, "best": None, "best_hypothesis": None, "stagnant": 0, "invalid": 0,
-            "last": None}
+            "failed": 0, "last": None}
 
 
 def _better(value: float, than: float, direction: str) -> bool:
@@ -46,14 +48,21 @@ def next_iteration(iterations: dict[str, Any], contract: dict[str, Any] | None,
 
     An iteration improves when the best moved by a positive amount that is at least the stop
     policy's ``min_improvement_percent`` of the previous best (any positive move when the previous
-    best is zero). A retirement for ``guardrail_failed`` is an invalid iteration.
+    best is zero). An iteration is invalid when its decision says so (``valid`` false) or retires
+    for ``guardrail_failed`` or ``invalid_result``; an invalid one never moves the best. It
+    failed when it retires for ``retry_exhausted`` (no attempt gave a result either way).
     """
     out = dict(iterations)
     out["count"] = iterations["count"] + 1
     improvement: float | None = None
     percent: float | None = None
     improved = False
-    if contract is not None and decision["outcome"] == "promoted" and heldout_value is not None:
+    retired = decision["outcome"] == "retired"
+    # Decisions written before the flag existed carry none: they were valid.
+    valid = decision.get("valid", True) and not (retired and decision["reason"] in INVALID)
+    failed = retired and decision["reason"] == "retry_exhausted"
+    if (valid and contract is not None and decision["outcome"] == "promoted"
+            and heldout_value is not None):
         metric = contract["metric"]
         reference = metric["baseline"] if measured_baseline is None else measured_baseline
         before = iterations["best"] if iterations["best"] is not None else reference
@@ -63,11 +72,13 @@ def next_iteration(iterations: dict[str, Any], contract: dict[str, Any] | None,
             threshold = contract["stop_policy"]["min_improvement_percent"]
             improved = percent is None or percent >= threshold
             out["best"], out["best_hypothesis"] = heldout_value, decision["hypothesis_id"]
-    valid = not (decision["outcome"] == "retired" and decision["reason"] == "guardrail_failed")
     out["stagnant"] = 0 if improved else iterations["stagnant"] + 1
     out["invalid"] = 0 if valid else iterations["invalid"] + 1
+    # Counters made before this one existed start it at 0.
+    out["failed"] = iterations.get("failed", 0) + 1 if failed else 0
     out["last"] = {"decision_id": decision["decision_id"], "seq": seq, "improved": improved,
-                   "improvement": improvement, "improvement_percent": percent, "valid": valid}
+                   "improvement": improvement, "improvement_percent": percent, "valid": valid,
+                   "failed": failed}
     return out
 
 

@@ -20,6 +20,17 @@ STOP_WORDS = {
     "persistent_validity_failure": "validity failures persisted",
     "operator_requested": "the owner asked it to stop",
 }
+PAUSE_WORDS = {
+    "consecutive_failed_iterations": "iterations failed in a row (no attempt gave a result), "
+                                     "as many as the stop policy allows before a pause; it "
+                                     "waits for the owner to resume it",
+    "target_awaits_owner_approval": "the promotion that reached the objective's target awaits "
+                                    "the owner's approval, which completes the campaign",
+}
+COMPLETION_WORDS = {
+    "objective_target_reached": "the best promoted held-out result reached the objective's "
+                                "target",
+}
 ACTION_WORDS = {
     "run_dev_eval": "run it on dev", "run_holdout_eval": "run it on held-out data",
     "retry_attempt": "another dev attempt", "judge_evidence": "judge its evidence",
@@ -39,11 +50,20 @@ def stop_words(reason: str) -> str:
     return f"{STOP_WORDS[reason]} ({reason})" if reason in STOP_WORDS else reason
 
 
+def _named(reason: str, table: dict[str, str]) -> str:
+    return f"{table[reason]} ({reason})" if reason in table else reason
+
+
 def campaign_line(c: dict[str, Any]) -> str:
-    """The campaign's state, why it stopped, and its iterations against the limit."""
+    """The campaign's state, why it stopped, paused or completed, and its iterations against
+    the limit."""
     text = f"Campaign {CAMPAIGN_WORDS.get(c['state'], c['state'])}"
     if c["stop_reasons"]:
         text += ": " + "; ".join(stop_words(r) for r in c["stop_reasons"])
+    elif c.get("pause_reasons"):
+        text += ": " + "; ".join(_named(r, PAUSE_WORDS) for r in c["pause_reasons"])
+    elif c.get("completion"):
+        text += ": " + _named(c["completion"], COMPLETION_WORDS)
     done = f"{c['iterations']} iteration" + ("" if c["iterations"] == 1 else "s")
     limit = c.get("max_iterations")
     return text + (f". {done} (decisions) of the {limit} the stop policy allows." if limit

@@ -95,8 +95,7 @@ def _question(doc: dict[str, Any]) -> str:
     if contract["private"]:
         return (f"<section><h2>The question</h2><p>The contract "
                 f'(<span class="id">{contract["record_id"]}</span>) is private.</p></section>')
-    stop = (f", stopped on {escape(', '.join(campaign['stop_reasons']))}"
-            if campaign["stop_reasons"] else "")
+    stop = escape(words.campaign_why(campaign))
     return ("<section><h2>The question</h2>"
             f"<p><strong>{escape(contract['question'])}</strong></p>"
             f"<p>{escape(contract['prompt'])}</p>"
@@ -286,6 +285,9 @@ def _columns(doc: dict[str, Any]) -> str:
         if kind == "next" and doc["campaign"]["state"] in board.TERMINAL:
             meaning += (f"; the campaign is {doc['campaign']['state']}, so no role but the "
                         "narrator takes work now")
+        elif kind == "next" and doc["campaign"]["state"] == "paused":
+            meaning += ("; the campaign is paused, so no role takes work until the owner "
+                        "resumes it")
         cards = "".join(_card(kind, c, legend) for c in items)
         parts.append(f'<div class="column {kind}" id="{kind}-candidates" data-column="{kind}">'
                      f"<h2>{title}</h2><p class=\"meaning\">{escape(meaning)}</p>"

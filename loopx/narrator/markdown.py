@@ -51,8 +51,7 @@ def _question(contract: dict[str, Any] | None, campaign: dict[str, Any]) -> list
             f"- Rule: {md(contract['rule'])} at alpha {number(contract['alpha'])}; dev split "
             f"{md(contract['splits']['dev'])}, held-out split {md(contract['splits']['heldout'])}",
             f"- Contract version {contract['version']} ({contract['record_id']}); campaign "
-            f"{campaign['state']}" + (f", stopped on {md(', '.join(campaign['stop_reasons']))}"
-                                      if campaign["stop_reasons"] else ""), ""]
+            f"{campaign['state']}{md(words.campaign_why(campaign))}", ""]
     return out
 
 

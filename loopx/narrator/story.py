@@ -78,15 +78,16 @@ def build(view: View, head_seq: int, head_hash: str, *,
 # -- sections ---------------------------------------------------------------------------------
 
 def _campaign(r: Reader, view: View, status: dict[str, Any]) -> dict[str, Any]:
-    """The campaign's state, its stop reasons, and its iterations (decisions) against the stop
-    policy's limit when a public contract sets one."""
+    """The campaign's state, why the policy stopped, paused or completed it, and its iterations
+    (decisions) against the stop policy's limit when a public contract sets one."""
     contract = current_contract(view)
     limit = None
     if contract is not None and contract.get("visibility") != "private":
         limit = r.num(contract["stop_policy"]["max_iterations"], contract["record_id"],
                       "stop_policy.max_iterations")
     return {"state": status["state"], "stop_reasons": list(status["stop_reasons"]),
-            "iteration": status["iteration"],
+            "pause_reasons": list(status.get("pause_reasons") or []),
+            "completion": status.get("completion"), "iteration": status["iteration"],
             "iterations": view["campaign"]["iterations"]["count"], "max_iterations": limit}
 
 
@@ -146,9 +147,11 @@ def _hypothesis(r: Reader, view: View, hid: str, row: Row, depth: int) -> dict[s
     parent = view["hypotheses"].get(entry["parent_id"] or "")
     if parent is not None:
         out["parent"] = r.rid(parent["record_id"])
-    if row.state == "contradicted" and "contradicted" not in (row.retirement or {}).get(
-            "reasons", ["contradicted"]):
-        out["state_words"] = "guardrail_failed"  # the frontier's state covers both causes
+    reasons = (row.retirement or {}).get("reasons", ["contradicted"])
+    if row.state == "contradicted" and "contradicted" not in reasons:
+        # The frontier's state covers three causes; the story tells them apart.
+        out["state_words"] = ("guardrail_failed" if "guardrail_failed" in reasons
+                              or "invalid_result" not in reasons else "invalid_result")
     if entry.get("visibility") == "private":
         return {**out, "private": True, "hypothesis_id": None, "title": None,
                 "evidence": {}, "heldout_tests": [], "attempts": [], "decision": None}

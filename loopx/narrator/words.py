@@ -24,6 +24,7 @@ STATE_WORDS = {
     "baseline": "the campaign's measured baseline: run on each split, never judged or promoted",
     # Not a frontier state: the frontier shows a failed guardrail as "contradicted".
     "guardrail_failed": "its evaluated commits touched protected files, to be retired",
+    "invalid_result": "its result was measured invalid (it violates a constraint), to be retired",
 }
 RETIRE_WORDS = {
     "contradicted": "significantly worse than the baseline (the evidence contradicted it)",
@@ -33,6 +34,7 @@ RETIRE_WORDS = {
     "retry_exhausted": "its attempts ran out",
     "superseded": "a later hypothesis superseded it",
     "guardrail_failed": "its evaluated commits touched protected files",
+    "invalid_result": "its result was invalid (it violates a constraint), whatever it scored",
 }
 ASSUMED = "a number typed into the contract, not measured"
 GROUP_WORDS = {
@@ -54,6 +56,18 @@ CANDIDATE_WORDS = {
 RETIRED_INTRO = ("Negative results are results, kept as evidence: each saves future search. "
                  "\"No effect found\" means the test did not show an effect, not that there is "
                  "none; only \"significantly worse\" says the idea hurt.")
+
+
+def campaign_why(campaign: dict[str, Any]) -> str:
+    """Why the policy (or the owner) moved the campaign where it is: ``, stopped on R`` and the
+    like, or nothing."""
+    if campaign["stop_reasons"]:
+        return f", stopped on {', '.join(campaign['stop_reasons'])}"
+    if campaign.get("pause_reasons"):
+        return f", paused on {', '.join(campaign['pause_reasons'])}"
+    if campaign.get("completion"):
+        return f", completed: {campaign['completion']}"
+    return ""
 
 
 def label(item: dict[str, Any]) -> str:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from loopx.governance.state import current_contract
 from loopx.kernel.errors import FieldProblem, RecordRejected, Refused, ResearchRefused
 from loopx.research.control import first_heldout
+from loopx.research.gates import invalid_packets, measured_packets
 from loopx.research.grounding import check_grounding_ref
 from loopx.research.novelty import check_audit
 from loopx.research.plan import attempt_limit, current_plan
@@ -102,6 +103,13 @@ def _check_packet(view: View, who: Identity, record: Record) -> None:
     if todo is not None and todo["hypothesis_id"] not in (None, hid):
         raise Refused(f"the packet is for {hid!r} but todo {record['todo_id']!r} "
                       f"works on {todo['hypothesis_id']!r}")
+    if not p.get("valid", True) and (todo is None or todo["hypothesis_id"] != hid):
+        # The flag speaks for the writer's own measurement of this hypothesis: under a todo
+        # that works on another one (or on none), it would sink a rival's result.
+        works_on = None if todo is None else todo["hypothesis_id"]
+        raise Refused(f"payload.valid: only the executor measuring {hid!r} under a todo for it "
+                      f"flags its result invalid; todo {record['todo_id']!r} works on "
+                      + (repr(works_on) if works_on else "no hypothesis"))
     heldout_todo = todo is not None and todo["action_kind"] == HELDOUT_ACTION
     heldout = any(r["split"] == "heldout" for r in p["results"])
     if heldout and not heldout_todo:
@@ -251,17 +259,40 @@ def check_decision(view: View, who: Identity, record: Record) -> None:
             raise _no_promotion(view, entry, current)
         wanted = current.promotion["rests_on"]
     else:
-        reasons = (current.retirement or {}).get("reasons", [])
-        if p["reason"] not in reasons:
-            raise ResearchRefused(
-                "no_candidate", f"hypothesis {hid!r} is not a retirement candidate for "
-                f"{p['reason']}" + (f" (it is for: {', '.join(reasons)})" if reasons else ""),
-                hypothesis_id=hid)
-        assert current.retirement is not None
-        wanted = current.retirement["rests_on"]
+        wanted = retirement_rests_on(view, entry, current, p)
     if sorted(p["evidence_ids"]) != sorted(wanted):
         raise Refused(f"the decision must cite exactly the records the candidate rests on: "
                       f"{', '.join(wanted)}")
+    flagged = invalid_packets(view, entry)
+    if flagged and p.get("valid", True):
+        raise ResearchRefused(
+            "invalid_result", f"hypothesis {hid!r} rests on results its executor measured "
+            f"invalid ({', '.join(flagged)}): its decision says so (valid false, with the "
+            "violations), so the iteration counts as a validity failure", hypothesis_id=hid,
+            cites=flagged[:64], hint="`loopx decide` sets it from the packets")
+
+
+def retirement_rests_on(view: View, entry: dict[str, Any], current: Any,
+                        p: dict[str, Any]) -> list[str]:
+    """The records a retirement must cite: its candidate's, or, when the evaluator judges the
+    results invalid itself (``invalid_result`` with violations named), the results it judged.
+
+    Raises:
+        ResearchRefused: not a retirement candidate for that reason.
+    """
+    hid = entry["hypothesis_id"]
+    reasons = (current.retirement or {}).get("reasons", [])
+    if p["reason"] in reasons:
+        assert current.retirement is not None
+        return list(current.retirement["rests_on"])
+    measured = measured_packets(view, entry)
+    if p["reason"] == "invalid_result" and p.get("violations") and measured:
+        return measured
+    raise ResearchRefused(
+        "no_candidate", f"hypothesis {hid!r} is not a retirement candidate for "
+        f"{p['reason']}" + (f" (it is for: {', '.join(reasons)})" if reasons else "")
+        + (" and has no counted result to judge invalid" if p["reason"] == "invalid_result"
+           else ""), hypothesis_id=hid)
 
 
 def _no_promotion(view: View, entry: dict[str, Any], current: Any) -> ResearchRefused:

@@ -13,6 +13,7 @@ from typing import Any
 from loopx.governance.state import current_contract
 from loopx.research.control import first_heldout
 from loopx.research.novelty import standing_audits
+from loopx.research.plan import plan_version
 from loopx.research.state import counts
 
 View = dict[str, Any]
@@ -38,6 +39,20 @@ def relied_packets(entry: dict[str, Any]) -> list[str]:
         if judgement is not None:
             out += [p for p in judgement["packet_ids"] if p not in out]
     return out
+
+
+def measured_packets(view: View, entry: dict[str, Any]) -> list[str]:
+    """The hypothesis' scored packets under the plan in force that count (not claimed), oldest
+    first: the results its validity is judged on."""
+    version = plan_version(view)
+    return [p for p in entry["packets"]
+            if (packet := view["packets"][p])["status"] == "scored"
+            and packet["provenance"] != "claimed" and packet["plan_version"] == version]
+
+
+def invalid_packets(view: View, entry: dict[str, Any]) -> list[str]:
+    """The hypothesis' counted results that the executor who measured them flagged invalid."""
+    return [p for p in measured_packets(view, entry) if not view["packets"][p].get("valid", True)]
 
 
 def final_heldout(view: View, entry: dict[str, Any]) -> dict[str, Any] | None:

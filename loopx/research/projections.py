@@ -17,6 +17,7 @@ from loopx.research.gates import (
     control_words,
     final_heldout,
     gates,
+    invalid_packets,
     live_decision,
     relied_packets,
 )
@@ -34,7 +35,7 @@ STATES = ("proposed", "selected", "running", "evidence_recorded", "supported", "
           "contradicted", "no_effect_found", "retry_exhausted", "at_promotion_gate", "promoted",
           "retired", "baseline")
 RETIRE_REASONS = ("contradicted", "duplicate", "operator_rejected", "retry_exhausted",
-                  "superseded", "guardrail_failed", "no_effect_found")
+                  "superseded", "guardrail_failed", "no_effect_found", "invalid_result")
 UNSCORED = ("failed", "timeout", "invalid_output", "cancelled")
 
 
@@ -88,7 +89,16 @@ def promotion_blockers(view: View, entry: dict[str, Any],
                if view["packets"].get(p, {}).get("provenance") == "claimed"]
     if claimed:
         out.append(f"claimed evidence never counts: {', '.join(claimed)}")
+    invalid = invalid_packets(view, entry)
+    if invalid:
+        out.append(f"an invalid result is never promoted: {_violations(view, invalid)}")
     return out
+
+
+def _violations(view: View, packet_ids: list[str]) -> str:
+    """Which packets were measured invalid, and what each violates."""
+    return "; ".join(f"{p} violates {', '.join(view['packets'][p]['violations'])}"
+                     for p in packet_ids)
 
 
 def retirement_reasons(view: View, entry: dict[str, Any],
@@ -109,6 +119,10 @@ def _retirements(view: View, entry: dict[str, Any], gate_rows: dict[str, Gate]
     boundary = gate_rows["protected_boundary"]
     if boundary.status == "failed":
         out["guardrail_failed"] = (list(boundary.rests_on), "; ".join(boundary.reasons))
+    invalid = invalid_packets(view, entry)
+    if invalid:
+        out["invalid_result"] = (invalid, "measured invalid by its executor: "
+                                 + _violations(view, invalid))
     final = final_heldout(view, entry)
     dev = judgements.get("dev")
     dev_ok = counts(view, dev) and dev is not None and dev["verdict"] == "supports"
@@ -233,6 +247,9 @@ def _state(view: View, entry: dict[str, Any], gate_rows: dict[str, Gate],
         return "contradicted", "decide", "evaluator_promoter", "retire it (contradicted)"
     if gate_rows["protected_boundary"].status == "failed":
         return "contradicted", "decide", "evaluator_promoter", "retire it (guardrail_failed)"
+    if "invalid_result" in retire:
+        return ("contradicted", "decide", "evaluator_promoter",
+                f"retire it (invalid_result): {retire['invalid_result'][1]}")
     for reason in ("no_effect_found", "retry_exhausted"):
         if reason in retire:
             return (reason, "decide", "evaluator_promoter",

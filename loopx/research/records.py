@@ -66,6 +66,26 @@ class AutoResearchEvidencePacketV0(Model):
     wall_seconds: NonNegative | None = None
     cpu_seconds: NonNegative | None = None
     notes: LongText | None = None
+    valid: bool = Field(
+        default=True, description="false: the executor who measured it found the result "
+                                  "invalid (it violates a domain constraint), whatever it scores")
+    violations: Annotated[list[ShortText], Field(max_length=64)] = Field(
+        default=[], description="what an invalid result violates (required when valid is false)")
+
+    @model_validator(mode="after")
+    def _validity_named(self) -> AutoResearchEvidencePacketV0:
+        _check_validity(self.valid, self.violations)
+        if not self.valid and self.status != "scored":
+            raise ValueError("only a scored result is judged invalid (valid false); an attempt "
+                             "that gave no result is recorded with its status")
+        return self
+
+
+def _check_validity(valid: bool, violations: list[str]) -> None:
+    if not valid and not violations:
+        raise ValueError("an invalid result names what it violates (violations)")
+    if valid and violations:
+        raise ValueError("violations are named only with valid false")
 
 
 class ControlApplied(Model):
@@ -157,7 +177,7 @@ class GateResultV0(Model):
 RefusalRule = Literal["heldout_budget", "duplicate", "dev_only_lift", "claimed_evidence",
                       "no_candidate", "heldout_once", "heldout_final", "heldout_incomplete",
                       "attempts_exhausted", "measured_baseline", "selective_judgement",
-                      "novelty_material", "novelty_boundary"]
+                      "novelty_material", "novelty_boundary", "invalid_result"]
 
 
 class ResearchRefusalV0(Model):
@@ -175,7 +195,7 @@ class ResearchRefusalV0(Model):
 
 
 RetireReason = Literal["contradicted", "duplicate", "operator_rejected", "retry_exhausted",
-                       "superseded", "guardrail_failed", "no_effect_found"]
+                       "superseded", "guardrail_failed", "no_effect_found", "invalid_result"]
 
 
 class ResearchDecisionV0(Model):
@@ -193,13 +213,24 @@ class ResearchDecisionV0(Model):
     supersedes: Identifier | None = None
     evidence_ids: Annotated[list[Identifier], Field(max_length=1024)] = []
     note: ShortText | None = None
+    valid: bool = Field(
+        default=True, description="false: the iteration's result is invalid (measured so by "
+                                  "its executor, or judged so by the evaluator), a validity "
+                                  "failure that never improves the best")
+    violations: Annotated[list[ShortText], Field(max_length=64)] = Field(
+        default=[], description="what an invalid result violates (required when valid is false)")
 
     @model_validator(mode="after")
     def _reason_fits(self) -> ResearchDecisionV0:
         if (self.outcome == "promoted") != (self.reason == "gates_passed"):
             raise ValueError("a promotion's reason is gates_passed; a retirement's is one of "
                              "contradicted, duplicate, operator_rejected, retry_exhausted, "
-                             "superseded, guardrail_failed, no_effect_found")
+                             "superseded, guardrail_failed, no_effect_found, invalid_result")
+        _check_validity(self.valid, self.violations)
+        if self.outcome == "promoted" and not self.valid:
+            raise ValueError("an invalid result is never promoted: retire it (invalid_result)")
+        if self.reason == "invalid_result" and self.valid:
+            raise ValueError("a retirement for invalid_result says valid false")
         return self
 
 

@@ -136,6 +136,8 @@ def _packet(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> 
         "provenance": record["provenance"], "agent_id": record["agent_id"],
         "todo_id": record["todo_id"], "seq": record["seq"], "visibility": record["visibility"],
         "results": [[r["split"], r["metric"], r["seed"], r["value"]] for r in p["results"]],
+        # Packets written before the flag existed carry none: they were valid.
+        "valid": p.get("valid", True), "violations": list(p.get("violations") or []),
     }
     entry = view["hypotheses"].get(hid)
     if entry is not None:

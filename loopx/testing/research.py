@@ -79,9 +79,11 @@ class ResearchLoop:
 
     def run(self, hypothesis_id: str, split: str, values: list[float] | None, *,
             status: str = "scored", commits: tuple[str, str] | None = None,
-            claims_clean: bool | None = None, branch: str | None = None) -> str:
+            claims_clean: bool | None = None, branch: str | None = None,
+            violations: list[str] | None = None) -> str:
         """The executor runs one attempt on ``split`` (a todo the evaluator adds for it) and
-        records its packet: one value per contract seed, in order. Returns the packet id."""
+        records its packet: one value per contract seed, in order; with ``violations``, a result
+        it measured invalid. Returns the packet id."""
         action = "run_holdout_eval" if split == "heldout" else "run_dev_eval"
         todo_id = self._next(split)
         add_todos(self.ledger, self.agents["ev"], [{
@@ -99,6 +101,8 @@ class ResearchLoop:
             payload["base_commit"], payload["evaluated_commit"] = commits
         if claims_clean is not None:
             payload["protected_scope_clean"] = claims_clean  # self-reported; gates never read it
+        if violations:
+            payload["valid"], payload["violations"] = False, list(violations)
         packet = append_packet(self.ledger, self.agents["ex"], payload, under=under)
         complete(self.ledger, self.agents["ex"], *under, {"status": status})
         return str(packet["packet_id"])

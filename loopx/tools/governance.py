@@ -263,7 +263,7 @@ class Evaluate:
 
 @tool("campaign.evaluate", params=Evaluate, writes=True)
 def campaign_evaluate(ctx: ToolContext, p: Evaluate) -> dict[str, Any]:
-    """Evaluate the stop policy now; stop the campaign if a reason applies (unless dry_run)."""
+    """Evaluate the campaign's policy now; complete, stop or pause it as owed (unless dry_run)."""
     from loopx.governance.campaign import evaluate
 
     creds = ctx.creds if ctx.creds is not None and ctx.creds.token else None
@@ -288,4 +288,5 @@ def campaign_transition(ctx: ToolContext, p: Transition) -> dict[str, Any]:
     record = transition(ctx.ledger, ctx.credentials(), p.to_state, p.reason)
     payload = record["payload"]
     return {"from_state": payload["from_state"], "to_state": payload["to_state"],
-            "stop_reasons": payload["stop_reasons"], "seq": record["seq"]}
+            "stop_reasons": payload["stop_reasons"], "pause_reasons": payload["pause_reasons"],
+            "completion": payload["completion"], "seq": record["seq"]}

@@ -143,6 +143,7 @@ class Decide:
     reason: str | None = None
     note: str | None = None
     decision_id: str | None = None
+    violations: list[str] = field(default_factory=list)
 
 
 @tool("decision.decide", params=Decide, writes=True)
@@ -151,7 +152,7 @@ def decision_decide(ctx: ToolContext, p: Decide) -> dict[str, Any]:
     from loopx.research.decisions import decide
 
     return decide(ctx.ledger, ctx.credentials(), p.hypothesis_id, p.outcome, reason=p.reason,
-                  note=p.note, decision_id=p.decision_id)
+                  note=p.note, decision_id=p.decision_id, violations=list(p.violations))
 
 
 @tool("graph.export", params=NoParams, writes=False)
