@@ -26,8 +26,8 @@ anyio = pytest.importorskip("anyio")
 
 LANES = Path(__file__).resolve().parent.parent / "lanes"
 EVERY_ROLE = {"should_run", "heartbeat", "complete", "fail", "release", "frontier",
-              "candidates", "graph", "story", "contract_show", "action_status",
-              "campaign_status"}
+              "candidates", "graph", "story", "contract_show", "research_plan_show",
+              "action_status", "campaign_status"}
 BY_KIND = {"research_hypothesis_v0": "propose_hypothesis",
            "auto_research_evidence_packet_v0": "append_evidence_packet",
            "research_evidence_event_v0": "judge_evidence", "research_decision_v0": "decide",

@@ -72,6 +72,9 @@ VALID: dict[str, dict[str, Any]] = {
     "research_decision_v0": {"decision_id": "d1", "hypothesis_id": "h1", "outcome": "retired",
                              "reason": "contradicted", "revision": 3},
     "novelty_audit_v0": {"hypothesis_id": "h1", "verdict": "not_novel", "note": "seen before"},
+    "research_plan_v0": {"plan_id": "rp1", "summary": "capacity first",
+                         "steps": [{"step_id": "s1", "title": "Try width", "hypotheses": ["h1"],
+                                    "rationale": "cheapest first"}]},
     "usage_v0": {"cpu_hours": 0.5, "experiments": 1},
     # The narrator's: a preview of a new first screen, and a publication keeping the neutral one.
     "publication_preview_v0": {
@@ -152,7 +155,7 @@ def fresh_ledger() -> Lanes:
         "todo_event_v0": executor.creds,
         "rollout_event_v0": executor.creds,
         **dict.fromkeys(("action_proposal_v0", "action_result_v0", "campaign_transition_v0",
-                         "finding_v0"), "curator"),
+                         "finding_v0", "research_plan_v0"), "curator"),
         **dict.fromkeys(("research_decision_v0", "novelty_audit_v0"), "evaluator"),
         "usage_v0": executor.creds,
         **dict.fromkeys(("publication_preview_v0", "publication_v0"),

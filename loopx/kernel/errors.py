@@ -116,7 +116,7 @@ class Refused(LoopxError):
 
 class ResearchRefused(Refused):
     """A research rule refused a well-formed, authorised request (a held-out read over budget, a
-    duplicate of a retired hypothesis, a promotion without its candidate). Unlike other
+    duplicate of an earlier idea, a promotion without its candidate). Unlike other
     refusals it is recorded: a ``research_refusal_v0`` takes the request's place in the log."""
 
     code = "research_refused"

@@ -50,6 +50,7 @@ MCP_TOOLS: dict[str, tuple[str, str | None]] = {
     "graph": ("graph.export", None),
     "story": ("story.render", None),
     "contract_show": ("contract.show", None),
+    "research_plan_show": ("research_plan.show", None),
     "propose_action": ("action.propose", "action_proposal_v0"),
     "action_status": ("action.status", None),
     "campaign_status": ("campaign.status", None),

@@ -87,7 +87,7 @@ TOOL_MODULES: dict[str, str] = {
     **dict.fromkeys(("contract", "action", "approvals", "usage", "finding", "campaign"),
                     "governance"),
     **dict.fromkeys(("hypothesis", "evidence", "novelty", "gate", "decision", "graph",
-                     "frontier", "candidates"), "research"),
+                     "frontier", "candidates", "research_plan"), "research"),
     "story": "narrator",
 }
 
