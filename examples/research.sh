@@ -171,11 +171,12 @@ step decide retire h-w256 --reason guardrail_failed --agent-id ev --token-file e
 step todo add --agent-id owner --token-file owner.token --todo-id propose-more \
     --title "Propose more width hypotheses" --role hypothesis_proposer --action propose_hypothesis
 step quota should-run --agent-id prop --token-file prop.token --claim
-# Same mechanism family, parameters and statement (case and spacing do not matter).
+# Same mechanism family and parameters (written otherwise), the statement reworded: the
+# statement is not part of an idea's fingerprint.
 step hypothesis propose --agent-id prop --token-file prop.token --under propose-more:1 \
     --hypothesis-id h-w256-again --title "width 256, again" \
-    --statement "A hidden width of 256 raises ACCURACY over width 64" --mechanism width \
-    --param width=256 --no-grounding-reason "worth another try" || echo "(exit status $?)"
+    --statement "Widening the hidden layer to 256 units lifts accuracy" --mechanism Width \
+    --param width=256.0 --no-grounding-reason "worth another try" || echo "(exit status $?)"
 step todo complete propose-more --epoch 1 --result '{"hypotheses": []}' \
     --agent-id prop --token-file prop.token
 

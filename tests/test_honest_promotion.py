@@ -250,17 +250,22 @@ def test_attempts_that_all_failed_are_retry_exhausted_and_say_why() -> None:
 
 # -- honest retirement ------------------------------------------------------------------------
 
-def test_a_null_result_is_no_effect_found_and_does_not_block_the_idea() -> None:
+def test_a_null_result_is_no_effect_found_and_the_same_idea_is_not_tested_again() -> None:
+    # Before the fingerprint rule a null result closed nothing and the same idea could be
+    # proposed again; now one idea is one hypothesis whatever became of it, so re-proposing a
+    # null result (a fresh held-out test of the same thing) is refused. A changed idea is not.
     r = loop()
     r.supported("h1", GOOD, FLAT, parameters={"width": 64})
     assert row(view(r), "h1").retirement["reasons"] == ["no_effect_found"]  # type: ignore[index]
     decide(r.ledger, r.agents["ev"], "h1", "retired", reason="no_effect_found")
-    # The same idea again is a new test (counted by the campaign-level control), not refused.
     under = r.proposer_todo("h2")
+    again = {"hypothesis_id": "h2", "title": "t", "statement": "width change h1 lifts accuracy",
+             "mechanism_family": "width", "parameters": {"width": 64},
+             "no_grounding_reason": "r"}
+    recorded(r, lambda: propose_hypothesis(r.ledger, r.agents["prop"], again, under=under),
+             "duplicate", "duplicates 'h1' .retired, no_effect_found;")
     out = propose_hypothesis(r.ledger, r.agents["prop"], {
-        "hypothesis_id": "h2", "title": "t", "statement": "width change h1 lifts accuracy",
-        "mechanism_family": "width", "parameters": {"width": 64}, "no_grounding_reason": "r"},
-        under=under)
+        **again, "parent_id": "h1", "parameters": {"width": 96}}, under=under)
     assert out["hypothesis_id"] == "h2"
 
 

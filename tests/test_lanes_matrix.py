@@ -198,15 +198,30 @@ def grounding_draft(c: Campaign, role: str, agent: str, action: str, held: dict[
     return {"payload": {"ref": ref, "hypothesis_id": "h1"}}
 
 
+PLAN_STEPS = [{"step_id": "s1", "title": "Try width", "hypotheses": ["h1"]}]
+
+
+def research_plan_draft(c: Campaign, action: str) -> dict[str, Any]:
+    """A research plan's version 1, or a revision of one a setup curator recorded."""
+    if action == "create":
+        return {"payload": {"plan_id": "rp", "steps": PLAN_STEPS}}
+    curator = c.agent("curator-plan", "research_curator")
+    [v1] = c.ledger.append({"payload": {"plan_id": "rp", "steps": PLAN_STEPS}}, creds=curator,
+                           kind="research_plan_v0")
+    return {"payload": {"plan_id": "rp", "version": 2, "supersedes": v1["record_id"],
+                        "reason": "depth first", "steps": [
+                            {"step_id": "s0", "title": "Try depth"}, *PLAN_STEPS]}}
+
+
 def decision_draft(c: Campaign, action: str) -> dict[str, Any]:
-    """A decision on a candidate: h1 promoted on dev and held-out evidence, or h2 retired as a
-    duplicate of h1."""
+    """A decision on a candidate: h1 promoted on dev and held-out evidence, or retired as
+    superseded by h2 (a duplicate of h1 is refused when proposed, so it is never a candidate)."""
     loop = research_loop(c)
     loop.supported("h1", [0.7, 0.8, 0.9], [0.7, 0.8, 0.9])
     hid, outcome, reason = "h1", "promoted", "gates_passed"
     if action == "retire":
-        loop.propose("h2", statement="width change h1 lifts accuracy")
-        hid, outcome, reason = "h2", "retired", "duplicate"
+        loop.propose("h2", supersedes="h1")
+        outcome, reason = "retired", "superseded"
     current = row(c.lanes, hid)
     candidate = current.promotion if outcome == "promoted" else current.retirement
     assert candidate is not None, current
@@ -242,6 +257,8 @@ def draft(c: Campaign, role: str, agent: str, kind: str, action: str,
         return research_draft(c, agent, kind, action, held)
     if kind == "rollout_event_v0":
         return {**held, "payload": {"event": "note"}}
+    if kind == "research_plan_v0":
+        return research_plan_draft(c, action)
     if kind in ("publication_preview_v0", "publication_v0"):
         return narrator_draft(c, kind)
     if kind == "todo_item_v0":

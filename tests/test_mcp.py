@@ -27,8 +27,10 @@ anyio = pytest.importorskip("anyio")
 LANES = Path(__file__).resolve().parent.parent / "lanes"
 EVERY_ROLE = {"should_run", "claim", "heartbeat", "complete", "fail", "release", "frontier",
               "candidates", "graph", "story", "contract_show", "action_status",
-              "campaign_status", "todo_list", "todo_show", "finding_list", "grounding_list"}
+              "campaign_status", "todo_list", "todo_show", "finding_list", "grounding_list",
+              "research_plan_show"}
 BY_KIND = {"research_contract_v0": {"init_contract", "amend_contract"},
+           "research_plan_v0": {"record_research_plan"},
            "campaign_transition_v0": {"transition_campaign"},
            "research_hypothesis_v0": {"propose_hypothesis"}, "todo_item_v0": {"add_todos"},
            "auto_research_evidence_packet_v0": {"append_evidence_packet"},
@@ -250,7 +252,7 @@ def test_a_tool_denied_by_an_amendment_during_the_session_is_refused(ws: Workspa
 TODO_CHANGES = {"reprioritise_todo", "block_todo", "unblock_todo", "cancel_todo", "reassign_todo"}
 LANE_TOOLS = {
     "research_curator": {"init_contract", "amend_contract", "transition_campaign",
-                         "add_grounding"},
+                         "add_grounding", "record_research_plan"},
     "hypothesis_proposer": {"propose_hypothesis", "add_todos", "add_grounding", *TODO_CHANGES},
     "research_executor": {"append_evidence_packet"},
     "evaluator_promoter": {"judge_evidence", "audit_novelty", "check_gate", "decide",

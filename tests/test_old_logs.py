@@ -58,5 +58,11 @@ def test_a_log_from_before_the_restructuring_verifies_and_folds_the_same(tmp_pat
         # The fold moved between packages; what it computes did not (a rejected promotion
         # leaves the standing best to the promotion still approved).
         assert view["campaign"]["iterations"]["best_hypothesis"] == "h-neighbours"
+        # Folded more from the same records: every hypothesis' fingerprint, one idea each (so no
+        # duplicate candidates), and no research plan (the kind did not exist).
+        assert sorted(h for ids in view["fingerprints"].values() for h in ids) == sorted(
+            view["hypotheses"])
+        assert all(len(ids) == 1 for ids in view["fingerprints"].values())
+        assert view["research_plans"] == {}
     finally:
         store.close()

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +20,7 @@ from loopx.governance.actions import decide_approval
 from loopx.kernel.canonical import dumps
 from loopx.kernel.checkpoint import save_checkpoint
 from loopx.kernel.checks import Credentials
-from loopx.kernel.errors import LoopxError
+from loopx.kernel.errors import LoopxError, ResearchRefused
 from loopx.kernel.fold import State
 from loopx.kernel.ledger import Ledger
 from loopx.research.decisions import decide
@@ -262,7 +263,8 @@ def test_incremental_projections_equal_a_full_rebuild(first: list[tuple[Any, ...
 
 def scenario(loop: ResearchLoop) -> None:
     """A log with many kinds of outcome: promoted after an audit and the owner's approval,
-    contradicted and retired, a duplicate, attempts that failed until none were left."""
+    contradicted and retired, a duplicate refused and a supersession, attempts that failed
+    until none were left."""
     ev = loop.agents["ev"]
     add_grounding_ref(loop.ledger, loop.agents["cur"], {"kind": "url", "ref": "example.org/a"})
     loop.supported("zeta-0", [0.95, 0.96, 0.97], [0.95, 0.96, 0.97], claims_novelty=True,
@@ -276,8 +278,11 @@ def scenario(loop: ResearchLoop) -> None:
     decide(loop.ledger, ev, "alpha-1", "retired", reason="contradicted")
     loop.propose("mu-2", mechanism="width", statement="hypothesis zeta-0 again",
                  parameters={"k": 1})
-    loop.propose("beta-3", mechanism="width", statement="Hypothesis  ZETA-0 again",
-                 parameters={"k": 1})  # the same content as mu-2
+    with pytest.raises(ResearchRefused, match="duplicates 'mu-2'"):
+        loop.propose("beta-3", mechanism="WIDTH", statement="reworded",
+                     parameters={"K": 1.0})  # the same idea as mu-2
+    drop_held(loop)
+    loop.propose("beta-3", mechanism="width", parameters={"k": 2}, supersedes="mu-2")
     loop.propose("kappa-4", mechanism="lr")
     for _ in range(3):
         loop.run("kappa-4", "dev", None, status="failed")
@@ -300,7 +305,7 @@ def test_projections_are_pure_functions_of_the_log() -> None:
         assert dumps(first.parts) == before
         out = once["candidates"].decode()
         # The scenario reaches the outcomes it is there for, so the bytes compared are not empty.
-        for expected in ("beta-3", "kappa-4", "retry_exhausted", "duplicate"):
+        for expected in ("beta-3", "kappa-4", "retry_exhausted", "superseded"):
             assert expected in out, expected
         assert b'"grounds"' in once["graph"] and len(first["lanes"]["grounding"]) == 3
         rows = {r.hypothesis_id: r.state for r in frontier(first["lanes"])}

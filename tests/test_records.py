@@ -77,6 +77,9 @@ VALID: dict[str, dict[str, Any]] = {
     # A hypothesis' grounding ref is its proposer's (a1 proposed h1).
     "grounding_ref_v0": {"ref": {"kind": "paper", "ref": "arXiv:2101.00001"},
                          "hypothesis_id": "h1"},
+    "research_plan_v0": {"plan_id": "rp1", "summary": "capacity first",
+                         "steps": [{"step_id": "s1", "title": "Try width", "hypotheses": ["h1"],
+                                    "rationale": "cheapest first"}]},
     "usage_v0": {"cpu_hours": 0.5, "experiments": 1},
     # The narrator's: a preview of a new first screen, and a publication keeping the neutral one.
     "publication_preview_v0": {
@@ -159,7 +162,7 @@ def fresh_ledger() -> Lanes:
         "todo_change_v0": owner,
         "rollout_event_v0": executor.creds,
         **dict.fromkeys(("action_proposal_v0", "action_result_v0", "campaign_transition_v0",
-                         "finding_v0"), "curator"),
+                         "finding_v0", "research_plan_v0"), "curator"),
         **dict.fromkeys(("research_decision_v0", "novelty_audit_v0"), "evaluator"),
         "usage_v0": executor.creds,
         **dict.fromkeys(("publication_preview_v0", "publication_v0"),

@@ -33,6 +33,7 @@ COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(("init", "append", "log", "show", "verify", "schemas", "migrate"), "kernel"),
     **dict.fromkeys(("agent", "todo", "quota", "status", "lanes"), "lanes"),
     "contract": "contract",
+    "research-plan": "research_plan",
     **dict.fromkeys(("propose", "approve", "reject", "can-execute", "action", "approvals"),
                     "governance"),
     **dict.fromkeys(("usage", "campaign"), "campaign"),

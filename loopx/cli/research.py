@@ -72,8 +72,9 @@ def hypothesis_propose(ctx: click.Context, source: Path | None, hypothesis_id: s
                        claims_novelty: bool, expected_effect: str | None,
                        dev_todo: str | None, under: str, agent_id: str,
                        token_file: Path | None, as_json: bool) -> None:
-    """Propose a hypothesis (proposer token, under a held todo); a duplicate of a retired or
-    contradicted one is refused, and the refusal recorded."""
+    """Propose a hypothesis (proposer token, under a held todo); one with the mechanism family
+    and parameters of any earlier hypothesis is refused as a duplicate, and the refusal
+    recorded."""
     from loopx.tools.research import HypothesisPropose
 
     if source is not None:

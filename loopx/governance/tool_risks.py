@@ -48,6 +48,8 @@ TOOL_RISKS: dict[str, RiskClass] = {
     "quota.should_run": "write",
     "record.append": "write",
     "record.show": "read",
+    "research_plan.record": "write",
+    "research_plan.show": "read",
     "status": "read",
     "story.preview": "write",
     "story.publish": "write",

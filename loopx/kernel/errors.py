@@ -104,7 +104,7 @@ class Refused(LoopxError, exit_code=8, code="refused"):
 
 class ResearchRefused(Refused, code="research_refused"):
     """A research rule refused a well-formed, authorised request (a held-out read over budget, a
-    duplicate of a retired hypothesis, a promotion without its candidate). Unlike other
+    duplicate of an earlier idea, a promotion without its candidate). Unlike other
     refusals it is recorded: a ``research_refusal_v0`` takes the request's place in the log."""
 
     def __init__(self, rule: str, message: str, *, hypothesis_id: str | None = None,

@@ -26,6 +26,7 @@ MCP_TOOLS: dict[str, tuple[str, str | None]] = {
     # Curator.
     "init_contract": ("contract.init", "research_contract_v0"),
     "amend_contract": ("contract.amend", "research_contract_v0"),
+    "record_research_plan": ("research_plan.record", "research_plan_v0"),
     "transition_campaign": ("campaign.transition", "campaign_transition_v0"),
     # Proposer (and whoever adds todos: the evaluator's gate and retry todos).
     "propose_hypothesis": ("hypothesis.propose", "research_hypothesis_v0"),
@@ -65,6 +66,7 @@ MCP_TOOLS: dict[str, tuple[str, str | None]] = {
     "todo_show": ("todo.show", None),
     "finding_list": ("finding.list", None),
     "grounding_list": ("grounding.list", None),
+    "research_plan_show": ("research_plan.show", None),
 }
 # The loop itself never waits for the owner: the lease lifecycle, asking (propose_action) and
 # reporting what an executed proposal did (record_action_result; gating the report of an

@@ -6,7 +6,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from loopx.narrator import board, chart, svg, words
+from loopx.narrator import board, chart, research_plan, svg, words
 from loopx.narrator.legend import Legend, card_key
 from loopx.narrator.markdown import anchor
 from loopx.narrator.reader import number, signed
@@ -139,6 +139,20 @@ def _plan(doc: dict[str, Any]) -> str:
             "new plan version and never rescues a judgement made under the old one.</p>"
             + _nested(words.plan_lines(doc["disclosure"]["plans"]),
                       "No plan published (no contract, or a private one).") + "</section>")
+
+
+def _research_plan(doc: dict[str, Any]) -> str:
+    """The research plan's section, only when one was recorded."""
+    plan = doc.get("research_plan")
+    if plan is None:
+        return ""
+    revisions = research_plan.revision_lines(plan)
+    return ('<section id="research-plan"><h2>The research plan</h2>'
+            f"<p>{escape(research_plan.INTRO)}</p>"
+            + _nested(research_plan.lines(plan), "")
+            + ("<p>Replanned (each version supersedes the one before):</p>"
+               + _li([escape(line) for line in revisions], "") if revisions else "")
+            + "</section>")
 
 
 def _tree(doc: dict[str, Any]) -> str:
@@ -325,15 +339,18 @@ def _graph(doc: dict[str, Any], graph: dict[str, Any]) -> str:
 def render_story(doc: dict[str, Any]) -> str:
     """The case story as one self-contained HTML page."""
     return _page(doc["first_screen"]["title"], [
-        _first_screen(doc), _question(doc), _disclosure(doc), _plan(doc), _tree(doc),
+        _first_screen(doc), _question(doc), _disclosure(doc), _plan(doc), _research_plan(doc),
+        _tree(doc),
         _evidence(doc), _outcomes(doc), _columns(doc), _findings(doc), _risks(doc)])
 
 
 def render_board(doc: dict[str, Any], graph: dict[str, Any], extra_head: str = "") -> str:
     """The board: the first screen, the campaign's state, the candidate and next-action
-    columns, a metric chart per hypothesis, the todos, the disclosure and the analysis plan, the graph
-    picture, the frontier and the evidence each card links to."""
+    columns, a metric chart per hypothesis, the todos, the disclosure, the analysis plan, the
+    research plan (when one was recorded), the graph picture, the frontier and the evidence each
+    card links to."""
     return _page(doc["first_screen"]["title"], [
         _first_screen(doc), board.status(doc), _columns(doc), chart.section(doc.get("charts")),
-        board.todo_section(doc), _disclosure(doc), _plan(doc), _graph(doc, graph), _frontier(doc), _outcomes(doc),
-        _evidence(doc), _risks(doc)], extra_head)
+        board.todo_section(doc), _disclosure(doc), _plan(doc), _research_plan(doc),
+        _graph(doc, graph), _frontier(doc), _outcomes(doc), _evidence(doc), _risks(doc)],
+        extra_head)

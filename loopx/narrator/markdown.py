@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from loopx.narrator import words
+from loopx.narrator import research_plan, words
 from loopx.narrator.reader import number
 
 # An underscore inside a word never starts emphasis, so ids like rec_... stay readable.
@@ -29,6 +29,7 @@ def render(doc: dict[str, Any]) -> str:
     out += _question(doc["contract"], doc["campaign"])
     out += _disclosure(doc["disclosure"])
     out += _plan(doc["disclosure"])
+    out += _research_plan(doc.get("research_plan"))
     out += _tried(doc["hypotheses"])
     out += _evidence(doc["hypotheses"])
     out += _outcomes(doc)
@@ -76,6 +77,20 @@ def _plan(d: dict[str, Any]) -> list[str]:
     out += [f"{'  ' * depth}- {md(line)}" for depth, line in lines]
     if not lines:
         out.append("- No plan published (no contract, or a private one).")
+    return out + [""]
+
+
+def _research_plan(plan: dict[str, Any] | None) -> list[str]:
+    """The research plan's section, only when one was recorded (the planner is optional)."""
+    if plan is None:
+        return []
+    out = ["## The research plan", '<a id="research-plan"></a>', "",
+           md(research_plan.INTRO), ""]
+    out += [f"{'  ' * depth}- {md(line)}" for depth, line in research_plan.lines(plan)]
+    revisions = research_plan.revision_lines(plan)
+    if revisions:
+        out += ["", "Replanned (each version supersedes the one before):", ""]
+        out += [f"- {md(line)}" for line in revisions]
     return out + [""]
 
 

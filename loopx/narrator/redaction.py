@@ -108,7 +108,8 @@ def _get(doc: Any, path: str) -> Any:
 
 def private_values(view: View) -> list[tuple[str, str, str]]:
     """(record id, field, value) for every private value the folded state holds: private fields
-    of the contract, the text of records marked private, and private kinds' free text."""
+    of the contract, the text of records marked private (research plans too), and private
+    kinds' free text."""
     from loopx.governance.records import ResearchContractV0
 
     out: list[tuple[str, str, str]] = []
@@ -149,6 +150,10 @@ def private_values(view: View) -> list[tuple[str, str, str]]:
     for f in view["findings"].values():
         if f.get("visibility") == "private":
             add(f["record_id"], "statement", f["statement"])
+    for version in view.get("research_plans", {}).get("versions", ()):
+        if version.get("visibility") == "private":
+            for name in ("summary", "reason", "steps"):
+                add(version["record_id"], name, version.get(name))
     for p in view["proposals"].values():
         for name in ("name", "reason", "arguments"):
             add(p["record_id"], name, p[name])

@@ -1,5 +1,6 @@
 """The case story as data, built from projections only: the contract in force (public fields),
-the disclosure and the analysis plan (``disclosure.py``), the hypothesis tree, each hypothesis'
+the disclosure and the analysis plan (``disclosure.py``), the research plan with each step's
+status (``research_plan.py``), the hypothesis tree, each hypothesis'
 judgements (every held-out one) and attempts, decisions and what they rest on, the frontier's
 states, the candidates and the findings. The log itself is never read.
 
@@ -17,7 +18,7 @@ from typing import Any
 
 from loopx.governance.findings import finding_groups
 from loopx.governance.state import current_contract
-from loopx.narrator import board_data, disclosure
+from loopx.narrator import board_data, disclosure, research_plan
 from loopx.narrator.reader import (
     SAFE_TYPES,
     Quoted,
@@ -60,6 +61,7 @@ def build(view: View, head_seq: int, head_hash: str, *,
         "contract": contract,
         "campaign": _campaign(r, view, status),
         "disclosure": disclosed,
+        "research_plan": research_plan.section(r, view),
         "hypotheses": hypotheses,
         "promoted": [_outcome(h) for h in hypotheses if h["state"] == "promoted"],
         "retired": [_outcome(h) for h in hypotheses if h["state"] == "retired"],

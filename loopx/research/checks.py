@@ -1,4 +1,4 @@
-"""Write checks for research records: hypotheses (no duplicate of a retired idea), evidence
+"""Write checks for research records: hypotheses (no duplicate of an earlier idea), evidence
 packets (split-aware), judgements (recomputed from their packets), novelty audits (independent),
 gate results, decisions (only on the matching candidate, bound to the hypothesis' revision) and
 held-out claims (within the read budget). Novelty audits and grounding refs follow the rules of
@@ -15,6 +15,12 @@ from typing import TYPE_CHECKING, Any
 from loopx.governance.state import current_contract
 from loopx.kernel.errors import FieldProblem, RecordRejected, Refused, ResearchRefused
 from loopx.research.control import first_heldout
+from loopx.research.fingerprint import (
+    duplicates,
+    fingerprint,
+    standing,
+    supersession_chain,
+)
 from loopx.research.gates import invalid_packets, measured_packets
 from loopx.research.grounding import check_grounding_ref
 from loopx.research.novelty import check_audit
@@ -22,7 +28,6 @@ from loopx.research.plan import attempt_limit, current_plan
 from loopx.research.state import (
     EVALUATION_SPLITS,
     HELDOUT_ACTION,
-    content_sha256,
     counts,
     dev_attempts,
 )
@@ -42,29 +47,9 @@ def _entry(view: View, hypothesis_id: str, what: str) -> dict[str, Any]:
     return entry
 
 
-# Retirements that close an idea: the same idea again is refused as a duplicate. A null result
-# (no_effect_found), attempts that ran out, or a superseded hypothesis close nothing: trying the
-# idea again is a new test that the campaign-level control counts like any other.
-CLOSING_RETIREMENTS = ("contradicted", "guardrail_failed", "operator_rejected")
-
-
-def _closed(view: View, hypothesis_id: str) -> str | None:
-    """How an earlier hypothesis ended, if that closes its idea: retired for a cause, or
-    significantly worse than the baseline on its evidence."""
-    decision_id = view["hypothesis_decisions"].get(hypothesis_id)
-    if decision_id is not None:
-        decision = view["decisions"][decision_id]
-        if decision["outcome"] == "retired" and decision["reason"] in CLOSING_RETIREMENTS:
-            return f"retired, {decision['reason']}"
-    judgements = view["hypotheses"][hypothesis_id]["judgements"].values()
-    if any(j["verdict"] == "contradicts" and j["provenance"] != "claimed" for j in judgements):
-        return "contradicted"
-    return None
-
-
 def check_hypothesis(view: View, who: Identity, record: Record) -> None:
     """Under a held todo, written by its claimant, grounded; a new id; a superseded hypothesis
-    exists; not a duplicate of a retired or contradicted one."""
+    exists; not a duplicate (by fingerprint) of any earlier hypothesis."""
     require_todo(view, who, record)
     p = record["payload"]
     if p["claimed_by"] != who.agent_id:
@@ -83,15 +68,31 @@ def check_hypothesis(view: View, who: Identity, record: Record) -> None:
     if old is not None and old not in view["hypotheses"]:
         raise Refused(f"hypothesis {p['hypothesis_id']!r} supersedes {old!r}, which does not "
                       "exist")
-    for earlier in view["content_index"].get(content_sha256(p), ()):
-        how = _closed(view, earlier)
-        if how is not None:
-            cited = view["hypotheses"][earlier]["record_id"]
-            raise ResearchRefused(
-                "duplicate", f"hypothesis {p['hypothesis_id']!r} duplicates {earlier!r} "
-                f"({how}; record {cited}): same mechanism family, statement and parameters",
-                hypothesis_id=p["hypothesis_id"], cites=[cited],
-                hint="change the mechanism or its parameters, or refine it with a parent")
+    _refuse_duplicate(view, p)
+
+
+def _refuse_duplicate(view: View, p: dict[str, Any]) -> None:
+    """One idea, one hypothesis: the same mechanism family and parameters as any earlier one,
+    live, promoted or retired, is refused (a supersession may keep the fingerprint of what it
+    supersedes only while nothing was measured on it)."""
+    found = duplicates(view, p)
+    if not found:
+        return
+    first = found[0]
+    cited = [view["hypotheses"][h]["record_id"] for h in found]
+    how = standing(view, first)
+    if first in supersession_chain(view, p.get("supersedes")):
+        how += ("; a supersession keeps the idea's fingerprint only while nothing was measured "
+                "or decided on it")
+    elif first == p.get("parent_id"):
+        how += "; a refinement must change the parameters"
+    raise ResearchRefused(
+        "duplicate", f"hypothesis {p['hypothesis_id']!r} duplicates {first!r} ({how}; record "
+        f"{cited[0]}): same mechanism family and parameters (the statement is not part of an "
+        "idea's fingerprint)", hypothesis_id=p["hypothesis_id"], cites=cited[:64],
+        detail={"fingerprint": fingerprint(p), "duplicates": found[:64]},
+        hint="change the parameters (or the mechanism): rewording the statement makes no new "
+             "idea")
 
 
 def _check_packet(view: View, who: Identity, record: Record) -> None:
@@ -130,7 +131,7 @@ def _check_heldout_packet(view: View, entry: dict[str, Any], record: Record) -> 
         raise ResearchRefused(
             "heldout_final", f"hypothesis {hid!r} was judged on held-out data at seq "
             f"{final['seq']}, and that judgement is final: a re-measurement needs a new "
-            "hypothesis (supersede or refine it)", hypothesis_id=hid, cites=[final["event_id"]])
+            "hypothesis (refine it with changed parameters)", hypothesis_id=hid, cites=[final["event_id"]])
     earlier = [view["packets"][p] for p in entry["packets"]]
     done = [p for p in earlier if p["todo_id"] == todo_id]
     if done:

@@ -1,5 +1,5 @@
-"""Research as a kernel domain: hypotheses, evidence, judgements, audits, gates, decisions and
-refusals, with research's rules on the lanes' claims and selection."""
+"""Research as a kernel domain: hypotheses, evidence, judgements, audits, gates, decisions,
+refusals and the research plan, with research's rules on the lanes' claims and selection."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopx.kernel.domains import Domain
 from loopx.kernel.errors import ResearchRefused
-from loopx.research import checks, claims, state
+from loopx.research import checks, claims, research_plan, state
 from loopx.work.extensions import CLAIM_CHECK, CLAIM_DATA, PASS_OVER
 from loopx.work.scope import action_of
 
@@ -30,6 +30,7 @@ def kinds() -> Sequence[KindSpec]:
         ResearchDecisionV0,
         ResearchEvidenceEventV0,
         ResearchHypothesisV0,
+        ResearchPlanV0,
         ResearchRefusalV0,
     )
 
@@ -52,6 +53,9 @@ def kinds() -> Sequence[KindSpec]:
                  "a gate check verified outside the log (the protected boundary, from git)"),
         KindSpec("research_refusal_v0", ResearchRefusalV0, "public", "computed", "loopx",
                  "a request a research rule refused, recorded for the audit trail"),
+        KindSpec(research_plan.KIND, ResearchPlanV0, "public", "self_reported", "agents",
+                 "the research plan: ordered steps naming hypotheses and experiments "
+                 "(not the analysis plan)", secrets_checked=True),
     )
 
 
@@ -68,9 +72,9 @@ def refusal(who: Identity, exc: Exception) -> tuple[str, dict[str, Any]]:
 
 DOMAIN = Domain(
     name="research",
-    slices={name: dict for name in state.SLICES},
-    folds=state.FOLDS,
-    checks=checks.RESEARCH_CHECKS,
+    slices={name: dict for name in (*state.SLICES, research_plan.SLICE)},
+    folds={**state.FOLDS, research_plan.KIND: research_plan.fold_research_plan},
+    checks={**checks.RESEARCH_CHECKS, research_plan.KIND: research_plan.check_research_plan},
     kinds=kinds,
     refusal=refusal,
     extensions={PASS_OVER: claims.pass_over, CLAIM_CHECK: claims.check_claim,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from loopx.governance.state import current_contract
 from loopx.kernel.errors import FieldProblem, NotFound, RecordRejected, Refused
 from loopx.kernel.ledger import draft
+from loopx.research.fingerprint import fingerprint
 
 if TYPE_CHECKING:
     from loopx.kernel.checks import Credentials, Identity
@@ -28,7 +29,8 @@ def propose_hypothesis(ledger: Ledger, creds: Credentials, payload: dict[str, An
     the same batch); ``claimed_by`` defaults to the writer.
 
     Raises:
-        ResearchRefused: a duplicate of a retired or contradicted hypothesis (recorded);
+        ResearchRefused: a duplicate (same mechanism family and parameters) of any earlier
+        hypothesis (recorded);
         RecordRejected, Refused, StaleLease, Forbidden.
     """
     drafts = [draft(t, kind="todo_item_v0", under=under) for t in todos or []]
@@ -37,6 +39,7 @@ def propose_hypothesis(ledger: Ledger, creds: Credentials, payload: dict[str, An
     written = ledger.append(drafts, creds=creds)
     hypothesis = written[-1]
     return {"hypothesis_id": hypothesis["payload"]["hypothesis_id"],
+            "fingerprint": fingerprint(hypothesis["payload"]),
             "record_id": hypothesis["record_id"], "seq": hypothesis["seq"],
             "todos": [r["payload"]["todo_id"] for r in written[:-1]]}
 

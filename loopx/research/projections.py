@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from loopx.research.fingerprint import earlier_duplicates
 from loopx.research.gates import (
     GATES,
     Gate,
@@ -142,9 +143,7 @@ def _retirements(view: View, entry: dict[str, Any], gate_rows: dict[str, Gate]
             kinds = ", ".join(sorted({p["status"] for p in attempts}))
             out["retry_exhausted"] = (refs, f"{used} ({kinds}) without a judgement that "
                                       "supports or contradicts it")
-    earlier = [h for h in view["content_index"].get(entry["content_sha256"], ())
-               if h != entry["hypothesis_id"]
-               and view["hypotheses"][h]["seq"] < entry["seq"]]
+    earlier = earlier_duplicates(view, entry)
     if earlier:
         out["duplicate"] = ([view["hypotheses"][h]["record_id"] for h in earlier],
                             "the same idea as " + ", ".join(earlier))

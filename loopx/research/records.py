@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, JsonValue, model_validator
+from pydantic import Field, JsonValue, field_validator, model_validator
 
 from loopx.kernel.types import (
     ArtifactRef,
@@ -242,3 +242,63 @@ class GroundingRefV0(Model):
     hypothesis_id: Identifier | None = Field(
         default=None, description="the hypothesis it grounds (written by its proposer); null: "
                                   "the whole campaign (the curator's)")
+
+
+# -- the research plan (not the analysis plan, which is folded from the contract) ---------------
+
+StepTitle = Annotated[str, Field(min_length=1, max_length=512)]
+
+
+class ResearchPlanStep(Model):
+    """One step of the research plan: the hypotheses and experiments it calls for, and why.
+
+    ``hypotheses`` and ``todos`` name records of the log (they may be named before they exist);
+    their state gives the step's status. ``experiments`` describe work in words, which the log
+    cannot track."""
+
+    step_id: Identifier
+    title: StepTitle
+    rationale: ShortText | None = None
+    hypotheses: Annotated[list[Identifier], Field(max_length=64)] = []
+    todos: Annotated[list[Identifier], Field(max_length=64)] = []
+    experiments: Annotated[list[StepTitle], Field(max_length=32)] = []
+
+    @model_validator(mode="after")
+    def _distinct(self) -> ResearchPlanStep:
+        for name in ("hypotheses", "todos"):
+            values = getattr(self, name)
+            if len(set(values)) != len(values):
+                raise ValueError(f"{name} names an id twice")
+        return self
+
+
+class ResearchPlanV0(Model):
+    """The research plan: the planner's ordered steps. A revision is a new record with the same
+    ``plan_id`` and the next ``version``, superseding the version before (by record id) and
+    saying why. Not the analysis plan, which the contract's metric and policy fields make."""
+
+    plan_id: Identifier
+    version: Annotated[int, Field(ge=1)] = 1
+    supersedes: Identifier | None = None
+    summary: LongText | None = None
+    reason: LongText | None = Field(
+        default=None, description="why this revision replans (required from version 2)")
+    steps: Annotated[list[ResearchPlanStep], Field(min_length=1, max_length=128)]
+
+    @field_validator("steps")
+    @classmethod
+    def _steps_distinct(cls, steps: list[ResearchPlanStep]) -> list[ResearchPlanStep]:
+        ids = [s.step_id for s in steps]
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        if twice:
+            raise ValueError(f"step ids must be distinct: {', '.join(twice)} more than once")
+        return steps
+
+    @model_validator(mode="after")
+    def _versioned(self) -> ResearchPlanV0:
+        if (self.version == 1) != (self.supersedes is None):
+            raise ValueError("version 1 supersedes nothing; a later version supersedes the one "
+                             "before it")
+        if self.version > 1 and not (self.reason or "").strip():
+            raise ValueError("a revision (version 2 on) must give its reason")
+        return self

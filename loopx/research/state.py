@@ -1,6 +1,7 @@
 """The research slices of folded state: hypotheses, the evidence packets and judgements about
-them, novelty audits, recorded gate results, held-out reads and each hypothesis' revision, and
-the grounding refs ideation drew on (:mod:`loopx.research.grounding`).
+them, novelty audits, recorded gate results, held-out reads, each hypothesis' revision and each
+idea's fingerprint, and the grounding refs ideation drew on (:mod:`loopx.research.grounding`; the
+research plan's versions are folded by ``research_plan.py``).
 
 Folded incrementally with the rest of the checked state (and checkpointed with it), so the
 frontier and the candidates are computed from these compact entries, never by replaying the
@@ -15,11 +16,12 @@ from typing import Any
 
 from loopx.governance.state import current_contract, meta
 from loopx.governance.stopping import best_of, next_iteration
+from loopx.research.fingerprint import fingerprint
 from loopx.research.grounding import compact, fold_grounding_ref, fold_hypothesis_refs
 from loopx.research.plan import current_plan, fold_contract, freeze, plan_version
 
 SLICES = ("hypotheses", "packets", "content_index", "hypothesis_todos", "decisions",
-          "hypothesis_decisions", "grounding")
+          "hypothesis_decisions", "grounding", "fingerprints")
 HELDOUT_ACTION = "run_holdout_eval"
 # The todo actions that evaluate a hypothesis, and the split each reads.
 EVALUATION_SPLITS = {"run_dev_eval": "dev", "retry_attempt": "dev", HELDOUT_ACTION: "heldout"}
@@ -28,7 +30,9 @@ SPLITS = ("dev", "heldout")
 
 def content_sha256(payload: dict[str, Any]) -> str:
     """The normalized content of a hypothesis: its mechanism family, its statement case-folded
-    with whitespace collapsed, and its parameters as canonical JSON."""
+    with whitespace collapsed, and its parameters as canonical JSON. Still folded
+    (``content_index``); the duplicate rule uses the fingerprint, which leaves the statement
+    out (:mod:`loopx.research.fingerprint`)."""
     text = " ".join(str(payload["statement"]).casefold().split())
     doc = {"mechanism_family": str(payload["mechanism_family"]).casefold(), "text": text,
            "parameters": _numbers(payload.get("parameters") or {})}
@@ -116,9 +120,17 @@ def _hypothesis(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any])
     }
     view["content_index"][digest] = [*view["content_index"].get(digest, ()), hid]
     fold_hypothesis_refs(view, record, p)
+    _fingerprinted(view, hid, p)
     old = p.get("supersedes")
     if old is not None:
         _touch(view, old, record, superseded_by=hid)
+
+
+def _fingerprinted(view: dict[str, Any], hypothesis_id: str, p: dict[str, Any]) -> None:
+    # The idea's fingerprint (family and parameters), indexed: the duplicate rule reads it.
+    fp = fingerprint(p)
+    view["hypotheses"][hypothesis_id] = {**view["hypotheses"][hypothesis_id], "fingerprint": fp}
+    view["fingerprints"][fp] = [*view["fingerprints"].get(fp, ()), hypothesis_id]
 
 
 def _packet(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:

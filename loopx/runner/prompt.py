@@ -25,15 +25,20 @@ ROLE_COMMANDS: dict[str, tuple[str, ...]] = {
         "`loopx contract amend --reason TEXT --set PATH=VALUE` (or `--file F`): the next "
         "version; `loopx contract show` prints the one in force.",
         "`loopx campaign transition ready --reason TEXT`: once the contract is complete.",
+        "`loopx research-plan record FILE` (JSON, or TOML by its suffix; `--reason TEXT` for a "
+        "revision): the research plan, ordered steps naming the hypotheses and experiments "
+        "they call for; `loopx research-plan show` prints each step's status from the log.",
     ),
     "hypothesis_proposer": (
         "`loopx frontier --agent-id $LOOPX_AGENT_ID`: what the hypotheses stand at, and what "
         "your role acts on next.",
         "`loopx hypothesis propose --under TODO:EPOCH --hypothesis-id ID --title TEXT "
-        "--statement TEXT --mechanism FAMILY --grounding KIND:REF --dev-todo ID` "
-        "(`--no-grounding-reason TEXT` instead of `--grounding`; `--parent ID` to refine one): "
-        "the hypothesis and a dev-evaluation todo for the executors, in one batch. A duplicate "
-        "of a retired hypothesis is refused, and the refusal recorded.",
+        "--statement TEXT --mechanism FAMILY --param KEY=VALUE --grounding KIND:REF "
+        "--dev-todo ID` (`--no-grounding-reason TEXT` instead of `--grounding`; `--parent ID` "
+        "to refine one): the hypothesis and a dev-evaluation todo for the executors, in one "
+        "batch. An idea is its mechanism family and parameters: the same ones as any earlier "
+        "hypothesis (live, promoted or retired) are refused as a duplicate, and the refusal "
+        "recorded; rewording the statement makes no new idea.",
     ),
     "research_executor": (
         "Work in an isolated git worktree on a branch of its own per todo and epoch "

@@ -67,12 +67,15 @@ class ResearchLoop:
     def propose(self, hypothesis_id: str, *, statement: str | None = None,
                 mechanism: str = "width", parameters: dict[str, Any] | None = None,
                 **extra: Any) -> dict[str, Any]:
-        """The proposer proposes ``hypothesis_id`` under a todo the owner gave it."""
+        """The proposer proposes ``hypothesis_id`` under a todo the owner gave it. Without
+        ``parameters`` each hypothesis gets its own (``{"variant": hypothesis_id}``), so two
+        of one mechanism are two ideas, not duplicates."""
         under = self.proposer_todo(hypothesis_id)
         out = propose_hypothesis(self.ledger, self.agents["prop"], {
             "hypothesis_id": hypothesis_id, "title": f"hypothesis {hypothesis_id}",
             "statement": statement or f"{mechanism} change {hypothesis_id} lifts accuracy",
-            "mechanism_family": mechanism, "parameters": parameters or {},
+            "mechanism_family": mechanism,
+            "parameters": {"variant": hypothesis_id} if parameters is None else parameters,
             "no_grounding_reason": "a test hypothesis", **extra}, under=under)
         complete(self.ledger, self.agents["prop"], *under, {"hypotheses": [hypothesis_id]})
         return out

@@ -87,7 +87,7 @@ TOOL_MODULES: dict[str, str] = {
     **dict.fromkeys(("contract", "action", "approvals", "usage", "finding", "campaign"),
                     "governance"),
     **dict.fromkeys(("hypothesis", "evidence", "novelty", "gate", "decision", "graph",
-                     "frontier", "candidates", "grounding"), "research"),
+                     "frontier", "candidates", "grounding", "research_plan"), "research"),
     "story": "narrator",
     # A full tool name maps to its own module when its prefix's module is another one.
     **dict.fromkeys(("todo.reprioritise", "todo.block", "todo.unblock", "todo.cancel",

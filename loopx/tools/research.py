@@ -1,6 +1,6 @@
 """Research tools: hypotheses, evidence packets and judgements, novelty audits and grounding
-refs, the protected boundary gate, decisions, and the projections (graph, frontier,
-candidates)."""
+refs, the protected boundary gate, decisions, the research plan, and the projections (graph,
+frontier, candidates)."""
 
 from __future__ import annotations
 
@@ -192,3 +192,38 @@ def candidates_list(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
 
     state = ctx.ledger.state()
     return {"head_seq": state.seq, **candidates(state["lanes"])}
+
+
+@dataclass(frozen=True)
+class ResearchPlanRecord:
+    plan: dict[str, Any]
+    reason: str | None = None
+
+
+@tool("research_plan.record", params=ResearchPlanRecord, writes=True)
+def research_plan_record(ctx: ToolContext, p: ResearchPlanRecord) -> dict[str, Any]:
+    """Record the research plan (curator or owner): version 1, or a revision superseding the
+    version in force."""
+    from loopx.research.research_plan import progress, record_plan
+
+    record = record_plan(ctx.ledger, ctx.credentials(), p.plan, reason=p.reason)
+    payload = record["payload"]
+    return {"plan_id": payload["plan_id"], "version": payload["version"],
+            "record_id": record["record_id"], "seq": record["seq"],
+            "supersedes": payload["supersedes"],
+            **progress(ctx.view(), payload)}
+
+
+@dataclass(frozen=True)
+class ResearchPlanShow:
+    version: int | None = None
+
+
+@tool("research_plan.show", params=ResearchPlanShow, writes=False)
+def research_plan_show(ctx: ToolContext, p: ResearchPlanShow) -> dict[str, Any]:
+    """The research plan in force (or an earlier version): its steps, each with its status
+    derived from the log, and every version's reason."""
+    from loopx.research.research_plan import show
+
+    state = ctx.ledger.state()
+    return {"head_seq": state.seq, **show(state["lanes"], p.version)}

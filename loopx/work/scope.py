@@ -13,6 +13,7 @@ from typing import Any
 KIND_ACTIONS: dict[str, tuple[str, ...]] = {
     "research_contract_v0": ("create", "amend"),
     "research_hypothesis_v0": ("propose", "refine"),
+    "research_plan_v0": ("create", "revise"),
     "auto_research_evidence_packet_v0": ("record",),
     "research_evidence_event_v0": ("judge",),
     "rollout_event_v0": ("record",),
@@ -62,6 +63,8 @@ OWNER_SCOPE: dict[str, tuple[str, ...]] = {
     "action_proposal_v0": ("propose",),
     "action_result_v0": ("record",),
     "usage_v0": ("add",),
+    # The owner may set the research direction too (the curator's, by its profile).
+    "research_plan_v0": ("create", "revise"),
 }
 OWNER_ONLY = frozenset({"lane_profile_v0", "agent_grant_v0", "agent_revocation_v0",
                         "approval_v0"})
@@ -88,6 +91,8 @@ def action_of(record: Mapping[str, Any]) -> str:
         return "refine" if payload.get("parent_id") else "propose"
     if kind == "grounding_ref_v0":
         return "ground" if payload.get("hypothesis_id") else "ground_campaign"
+    if kind == "research_plan_v0":
+        return "create" if payload.get("version", 1) == 1 else "revise"
     return KIND_ACTIONS[kind][0]
 
 
