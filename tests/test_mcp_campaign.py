@@ -145,12 +145,15 @@ async def proposer(prop: Lane) -> None:
     hypothesis = {"hypothesis_id": "h1", "title": "A wider model",
                   "statement": "doubling the width lifts accuracy", "mechanism_family": "width",
                   "parameters": {"width": 128}, "claims_novelty": True,
-                  "no_grounding_reason": "a first idea"}
+                  "grounding_refs": [{"kind": "paper", "ref": "arXiv:1605.07146"}]}
     dev_todo = {"todo_id": "dev-h1", "title": "Dev evaluation of h1",
                 "role": "research_executor", "action_kind": "run_dev_eval",
                 "hypothesis_id": "h1"}
     await prop("propose_hypothesis", hypothesis=hypothesis, under_todo_id=todo,
                under_epoch=epoch, todos=[dev_todo])
+    # More ideation material, recorded on its own: an auditor must look elsewhere.
+    await prop("add_grounding", ref={"kind": "url", "ref": "https://example.org/wide-nets"},
+               hypothesis_id="h1")
     await prop("complete", todo_id=todo, epoch=epoch, result={"hypotheses": ["h1"]})
 
 
@@ -208,7 +211,8 @@ async def evaluator_heldout(ev: Lane) -> None:
     assert judged["verdict"] == "supports"
     [h1] = (await ev("frontier"))["hypotheses"]
     assert h1["next_action"] == "audit_novelty"  # the hypothesis claims novelty
-    await ev("audit_novelty", hypothesis_id="h1", verdict="novel", note="not seen before")
+    await ev("audit_novelty", hypothesis_id="h1", verdict="novel", note="not seen before",
+             refs=[{"kind": "paper", "ref": "arXiv:1512.03385"}])
     gate = await ev("check_gate", hypothesis_id="h1")
     assert gate["passed"], gate
     [candidate] = (await ev("candidates"))["promotion"]
