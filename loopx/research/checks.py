@@ -1,7 +1,8 @@
-"""Write checks for research records: hypotheses (no duplicate of a retired idea), evidence
-packets (split-aware), judgements (recomputed from their packets), novelty audits (independent),
-gate results, decisions (only on the matching candidate, bound to the hypothesis' revision) and
-held-out claims (within the read budget).
+"""Write checks for research records: contract versions (a named protected scope, paths inside
+the workspace's contract scopes, a measured baseline kept), hypotheses (no duplicate of a retired
+idea), evidence packets (split-aware), judgements (recomputed from their packets), novelty audits
+(independent), gate results, decisions (only on the matching candidate, bound to the hypothesis'
+revision) and held-out claims (within the read budget).
 
 Refusals of research rules raise :class:`ResearchRefused`, which the write path records.
 """
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopx.governance.state import current_contract
 from loopx.kernel.errors import FieldProblem, RecordRejected, Refused, ResearchRefused
+from loopx.research.contract_scope import check_contract_paths, contract_scopes
 from loopx.research.control import first_heldout
 from loopx.research.plan import attempt_limit, current_plan
 from loopx.research.state import (
@@ -301,6 +303,9 @@ def _check_todo(view: View, who: Identity, record: Record) -> None:
 
 def _check_contract(view: View, who: Identity, record: Record) -> None:
     p = record["payload"]
+    # The protected boundary holds only what the contract names: an empty protected scope, or
+    # scopes pointing outside what the workspace allows, would weaken the gate unseen.
+    check_contract_paths(p, contract_scopes(view))
     plan = current_plan(view)
     measured = None if plan is None else plan["plan"]["metric.baseline_hypothesis"]
     if (plan is not None and plan["frozen_seq"] is not None and measured is not None
