@@ -84,6 +84,7 @@ def contract(rule: str, level: float) -> dict[str, Any]:
                    "baseline_hypothesis": "baseline", "seeds": SEEDS},
         "evaluation": {"dev": {"name": "dev"}, "heldout": {"name": "heldout",
                                                            "location": "/data/heldout"}},
+        "protected_scope": ["eval/"],
         "promotion_policy": {"required_gates": ["heldout"], "alpha": 0.05, "max_attempts": 3,
                              "campaign_control": {"rule": rule, "level": level}},
     }

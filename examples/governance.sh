@@ -27,7 +27,7 @@ step campaign status
 step contract init --agent-id cur --token-file cur.token \
     --prompt "Does a wider hidden layer raise MNIST accuracy? The test split stays untouched." \
     --domain vision --metric accuracy --direction maximize --baseline 0.97 --seeds 0,1,2 \
-    --budget experiments=2 --budget gpu_hours=4 \
+    --protected eval/ --budget experiments=2 --budget gpu_hours=4 \
     --set stop_policy.max_iterations=10 --set stop_policy.patience_iterations=3 \
     --allow-tool 'lab.*' --allow-tool 'loopx.*' --deny-tool lab.delete_data
 step contract amend --agent-id cur --token-file cur.token \

@@ -66,9 +66,35 @@ class Workspace:
         return self.dir / "lanes"
 
     def ledger(self, **options: object) -> Ledger:
-        """A ledger over the workspace's store, using its checkpoint."""
+        """A ledger over the workspace's store, using its checkpoint and its settings."""
         return Ledger(self.store(**options),
-                      checkpoint_path=self.dir / "checkpoints" / "state.json")
+                      checkpoint_path=self.dir / "checkpoints" / "state.json",
+                      settings=self.settings)
+
+    def settings(self) -> dict[str, Any]:
+        """The settings the write checks read, from ``.loopx/workspace.json``:
+        ``contract_scopes``, the whole repository (``["."]``) where the file names none.
+
+        Raises:
+            WorkspaceError: the file or a setting is malformed.
+        """
+        from loopx.research.contract_scope import (
+            CONTRACT_SCOPES,
+            WHOLE_REPOSITORY,
+            parse_contract_scopes,
+        )
+
+        config = self.dir / "workspace.json"
+        try:
+            data = json.loads(config.read_text())
+        except (OSError, ValueError):
+            raise WorkspaceError(f"{config} is unreadable or malformed") from None
+        value = data.get(CONTRACT_SCOPES, list(WHOLE_REPOSITORY)) if isinstance(data, dict) else None
+        try:
+            return {CONTRACT_SCOPES: parse_contract_scopes(value)}
+        except ValueError as exc:
+            raise WorkspaceError(f"{config}: {CONTRACT_SCOPES} {exc}",
+                                 hint="the owner corrects it in that file") from None
 
 
 def _read_format(config: Path, *, check: bool = True) -> int:
@@ -133,19 +159,25 @@ def migrate_workspace(explicit: str | os.PathLike[str] | None = None) -> tuple[W
     raise WorkspaceError(f"no migration from workspace format {version} to {FORMAT_VERSION}")
 
 
-def init_workspace(root: Path, goal_id: str) -> tuple[Workspace, str]:
+def init_workspace(root: Path, goal_id: str, *,
+                   contract_scopes: list[str] | None = None) -> tuple[Workspace, str]:
     """Create a workspace with its genesis record; returns it and the owner token (show once).
+
+    ``contract_scopes`` (default: the whole repository, ``["."]``) are the repository paths
+    every contract version must stay inside; they go to ``workspace.json``.
 
     Also adds the loopx section to ``<root>/AGENTS.md`` (:func:`write_agents_section`); if that
     file cannot be written, init says so on stderr and still succeeds.
 
     Raises:
         WorkspaceError: a workspace (or a half-made one) is already there.
-        RecordRejected: the goal id is not a valid identifier.
+        RecordRejected: the goal id is not a valid identifier, or a contract scope is not a
+            path inside the repository.
         StorageError: the directory is read-only, full or not ours; what init had made is
             removed again, so it can simply be run again.
     """
     _check_goal_id(goal_id)
+    scopes = _check_contract_scopes(contract_scopes)
     root = root.resolve()
     if root.name == WORKSPACE_DIR:
         root = root.parent
@@ -161,7 +193,7 @@ def init_workspace(root: Path, goal_id: str) -> tuple[Workspace, str]:
     except OSError as exc:
         raise StorageError.from_os(exc, "look at", path=wdir, outcome=NOTHING_CREATED) from None
     try:
-        workspace, token = _create(root, goal_id)
+        workspace, token = _create(root, goal_id, scopes)
     except OSError as exc:
         raise StorageError.from_os(exc, "write", path=exc.filename or root,
                                    outcome=_undo_init(wdir, existed)) from None
@@ -177,7 +209,7 @@ def init_workspace(root: Path, goal_id: str) -> tuple[Workspace, str]:
 NOTHING_CREATED = "no workspace was created"
 
 
-def _create(root: Path, goal_id: str) -> tuple[Workspace, str]:
+def _create(root: Path, goal_id: str, scopes: list[str]) -> tuple[Workspace, str]:
     """The part of init that writes: the log, its genesis, profiles, and the marker files."""
     wdir = root / WORKSPACE_DIR
     root.mkdir(parents=True, exist_ok=True)
@@ -191,7 +223,8 @@ def _create(root: Path, goal_id: str) -> tuple[Workspace, str]:
                   "# loopx workspace state is not versioned with the project\n*\n")
     # Written last: a .loopx/ without it is an init that stopped early.
     _write_atomic(wdir / "workspace.json",
-                  json.dumps({"format_version": FORMAT_VERSION, "store": "file"}, indent=2) + "\n")
+                  json.dumps({"format_version": FORMAT_VERSION, "store": "file",
+                              "contract_scopes": scopes}, indent=2) + "\n")
     return workspace, token
 
 
@@ -240,6 +273,15 @@ def _check_goal_id(goal_id: str) -> None:
         TypeAdapter(Identifier).validate_python(goal_id, strict=True)
     except ValidationError as exc:
         raise RecordRejected([FieldProblem("goal_id", exc.errors()[0]["msg"])]) from None
+
+
+def _check_contract_scopes(scopes: list[str] | None) -> list[str]:
+    from loopx.research.contract_scope import WHOLE_REPOSITORY, parse_contract_scopes
+
+    try:
+        return parse_contract_scopes(list(WHOLE_REPOSITORY) if scopes is None else list(scopes))
+    except ValueError as exc:
+        raise RecordRejected([FieldProblem("contract_scopes", str(exc))]) from None
 
 
 def record_profiles(ledger: Ledger, creds: Credentials,

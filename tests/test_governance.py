@@ -36,6 +36,8 @@ CONTRACT: dict[str, Any] = {
     "budget": {"max_cpu_hours": 4.0, "max_experiments": 5},
     "stop_policy": {"max_iterations": 4, "patience_iterations": 2},
     "denied_tools": ["lab.delete_run"],
+    "protected_scope": ["eval/"],
+    "promotion_policy": {"required_gates": ["heldout"]},
 }
 
 

@@ -30,6 +30,7 @@ CONTRACT: dict[str, Any] = {
     "objective": {"name": "digits", "prompt": "beat the linear baseline", "domain": "vision"},
     "metric": {"name": "acc", "direction": "maximize", "baseline": 0.9, "seeds": [0, 1]},
     "evaluation": {"dev": {"name": "dev"}, "heldout": {"name": "heldout"}},
+    "protected_scope": ["eval/"],
     "budget": {"max_cpu_hours": 100.0},
 }
 
@@ -64,7 +65,7 @@ def test_cli_refusals_name_the_problem_and_write_nothing(ws: dict[str, Any]) -> 
     t = ws["tokens"]
     contract_args = ("contract", "init", "--agent-id", "cur", "--prompt", "Beat the baseline.",
                      "--metric", "acc", "--direction", "maximize", "--baseline", "0.9",
-                     "--seeds", "0,1")
+                     "--seeds", "0,1", "--protected", "eval/")
     err = refused(ws, 2, "both allowed and denied", *contract_args, "--allow-tool", "lab.x",
                   "--deny-tool", "lab.x", token=t["cur"])
     assert err["problems"][0]["field"] == "payload.denied_tools"

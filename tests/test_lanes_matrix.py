@@ -34,6 +34,7 @@ CONTRACT = {
     "objective": {"name": "n", "prompt": "p", "domain": "d"},
     "metric": {"name": "acc", "direction": "maximize", "baseline": 0.5, "seeds": [0, 1]},
     "evaluation": {"dev": {"name": "dev"}, "heldout": {"name": "heldout"}},
+    "protected_scope": ["eval/"],
 }
 
 

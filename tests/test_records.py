@@ -36,6 +36,7 @@ VALID: dict[str, dict[str, Any]] = {
         "objective": {"name": "n", "prompt": "p", "domain": "d"},
         "metric": {"name": "acc", "direction": "maximize", "baseline": 0.5, "seeds": [0, 1]},
         "evaluation": {"dev": {"name": "dev"}, "heldout": {"name": "heldout"}},
+        "protected_scope": ["eval/"],
     },
     "research_hypothesis_v0": {
         "hypothesis_id": "h1", "title": "t", "statement": "s", "mechanism_family": "m",

@@ -16,7 +16,6 @@ from loopx.cli.app import (
     key_values,
     optional_agent_option,
     run_tool,
-    with_agent,
     with_json,
     with_token,
 )
@@ -152,14 +151,30 @@ def _goal(ctx: click.Context) -> str:
 
 
 def _dry_run(ctx: click.Context, payload: dict[str, Any], as_json: bool) -> None:
-    """Validate a contract without writing it and print it as it would be stored."""
+    """Validate a contract without writing it (its fields, then the rules on the paths it
+    names) and print it as it would be stored."""
     import json
 
     from loopx.kernel.kinds import check_payload
+    from loopx.research.contract_scope import check_contract_paths
 
     checked = check_payload("research_contract_v0", payload, context="contract")
+    check_contract_paths(checked, _contract_scopes(ctx))
     emit(as_json, {"contract": checked, "written": False},
          json.dumps(checked, indent=2, sort_keys=True))
+
+
+def _contract_scopes(ctx: click.Context) -> list[str]:
+    """The workspace's contract scopes; outside any workspace, the whole repository."""
+    from loopx.cli.app import workspace_of
+    from loopx.kernel.errors import WorkspaceError
+    from loopx.research.contract_scope import CONTRACT_SCOPES, WHOLE_REPOSITORY
+
+    try:
+        workspace = workspace_of(ctx)
+    except WorkspaceError:
+        return list(WHOLE_REPOSITORY)
+    return list(workspace.settings()[CONTRACT_SCOPES])
 
 
 @contract.command("show")
@@ -198,21 +213,48 @@ def contract_show(ctx: click.Context, version: int | None, as_json: bool) -> Non
               help="A field by dotted path, e.g. budget.max_cpu_hours=20 (repeatable).")
 @json_file_option("--file", "-f", "source",
                   help_text="The whole new contract as JSON instead of --set.")
-@with_agent
+@click.option("--dry-run", is_flag=True,
+              help="Check the next version as the write would; print it; write nothing.")
+@optional_agent_option
+@with_token
 def contract_amend(ctx: click.Context, reason: str, settings: tuple[str, ...],
-                   source: Path | None, agent_id: str, token_file: Path | None,
-                   as_json: bool) -> None:
+                   source: Path | None, dry_run: bool, agent_id: str | None,
+                   token_file: Path | None, as_json: bool) -> None:
     """Write the next contract version (curator token); what changed is recorded with it."""
     from loopx.tools.governance import ContractAmend
 
     if bool(settings) == (source is not None):
         raise UsageProblem("give --set PATH=VALUE (repeatable) or --file, one of them")
     replacement = json_object(None, source, "--file") if source is not None else None
+    if dry_run:
+        _amend_dry_run(ctx, reason, list(key_values(settings, "--set").items()), replacement,
+                       as_json)
+        return
+    if agent_id is None:
+        raise UsageProblem("missing --agent-id (or LOOPX_AGENT_ID): the curator writes the "
+                           "contract")
     out = run_tool(ctx, "contract.amend",
                    ContractAmend(reason, key_values(settings, "--set"), replacement),
                    credentials(agent_id, token_file))
     emit(as_json, out, f"contract version {out['version']} written at seq {out['seq']}; "
                        f"changed {', '.join(out['changed'])}")
+
+
+def _amend_dry_run(ctx: click.Context, reason: str, settings: list[tuple[str, Any]],
+                   replacement: dict[str, Any] | None, as_json: bool) -> None:
+    """Check the next contract version against the log as it stands; print it, write nothing."""
+    from loopx.cli.app import workspace_of
+    from loopx.governance.contract import preview_amendment
+
+    ledger = workspace_of(ctx).ledger()
+    try:
+        payload = preview_amendment(ledger, reason, settings=settings, replacement=replacement)
+    finally:
+        ledger.store.close()
+    changed = payload["amendment"]["changed"]
+    emit(as_json, {"contract": payload, "changed": changed, "written": False},
+         f"contract version {payload['version']} would change {', '.join(changed)}; "
+         "nothing written (dry run)")
 
 
 # -- proposals and approvals -----------------------------------------------------------------

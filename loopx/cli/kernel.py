@@ -28,9 +28,12 @@ from loopx.kernel.errors import UsageProblem
 @click.option("--goal-id", metavar="ID", help="The campaign's goal id (default: from the directory name).")
 @click.option("--owner-token-file", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the owner token to this new file (mode 600) instead of printing it.")
+@click.option("--contract-scope", "contract_scopes", multiple=True, metavar="PATH",
+              help="A repository path every contract version must stay inside (repeatable; "
+                   "default: the whole repository).")
 @with_json
 def init(ctx: click.Context, goal_id: str | None, owner_token_file: Path | None,
-         as_json: bool) -> None:
+         contract_scopes: tuple[str, ...], as_json: bool) -> None:
     """Create a workspace here (or at --workspace) and its owner token, shown once."""
     from loopx.workspace import WORKSPACE_DIR, init_workspace
 
@@ -39,11 +42,13 @@ def init(ctx: click.Context, goal_id: str | None, owner_token_file: Path | None,
         root = root.parent
     goal = goal_id or _slug(root.name)
     with token_output(owner_token_file) as keep:
-        workspace, token = init_workspace(root, goal)
+        workspace, token = init_workspace(root, goal,
+                                          contract_scopes=list(contract_scopes) or None)
         keep(token)
     shown = None if owner_token_file else token
     emit(as_json, {"workspace": str(workspace.root), "goal_id": goal, "owner_token": shown,
-                   "owner_token_file": str(owner_token_file) if owner_token_file else None},
+                   "owner_token_file": str(owner_token_file) if owner_token_file else None,
+                   "contract_scopes": workspace.settings()["contract_scopes"]},
          f"initialised loopx workspace {workspace.dir} (goal {goal})\n"
          + (f"owner token written to {owner_token_file}" if owner_token_file else
             f"owner token (shown once, keep it secret): {token}"))

@@ -195,14 +195,16 @@ def gate() -> None:
 @with_agent
 def gate_check(ctx: click.Context, hypothesis_id: str, agent_id: str, token_file: Path | None,
                as_json: bool) -> None:
-    """Verify from git that the evidence a hypothesis rests on left the protected scope alone,
-    and record the result, passed or failed (evaluator)."""
+    """Verify from git that the evidence a hypothesis rests on left the protected scope alone
+    (and stayed inside the editable scope, if set); record the result (evaluator)."""
     from loopx.tools.research import GateCheck
 
     out = run_tool(ctx, "gate.check", GateCheck(hypothesis_id), credentials(agent_id, token_file))
     lines = [f"protected boundary of {hypothesis_id}: {'passed' if out['passed'] else 'FAILED'} "
              f"({len(out['packets'])} packet(s), seq {out['seq']})"]
-    lines += [f"  {v['path']}: {v['change']} in {v['commit'][:12]}" for v in out["violations"]]
+    lines += [f"  {v['path']}: {v['change']} in {v['commit'][:12]}"
+              + (" (outside the editable scope)" if v.get("rule") == "outside_editable" else "")
+              for v in out["violations"]]
     lines += [f"  {r}" for r in out["reasons"] if not out["violations"]]
     emit(as_json, out, "\n".join(lines))
 

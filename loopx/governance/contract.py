@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from loopx.governance.state import current_contract
 from loopx.kernel.errors import FieldProblem, NotFound, RecordRejected, Refused
+from loopx.kernel.identity import Identity
 
 if TYPE_CHECKING:
-    from loopx.kernel.checks import Credentials, Identity
+    from loopx.kernel.checks import Credentials
     from loopx.kernel.ledger import Ledger
     from loopx.kernel.store.base import Record
     from loopx.work.state import LaneState
@@ -191,24 +192,69 @@ def amend_contract(ledger: Ledger, creds: Credentials, reason: str, *,
     """
 
     def plan(view: LaneState, who: Identity, now: str) -> list[Record]:
-        current = current_contract(view)
-        if current is None:
-            raise Refused("there is no contract to amend", hint="`loopx contract init`")
-        base = payload_of(current)
-        new = apply_settings(base, settings or []) if replacement is None else dict(replacement)
-        new.update(contract_id=current["contract_id"], version=current["version"] + 1,
-                   supersedes=current["record_id"])
-        new.pop("amendment", None)
-        [record] = ledger.prepare({"schema_version": "research_contract_v0",
-                                   "payload": {**new, "amendment": {"changed": ["-"],
-                                                                    "reason": reason}}}, who)
-        changed = changed_fields(current, record["payload"])
-        if not changed:
-            raise Refused("the amendment changes nothing")
-        record["payload"]["amendment"] = {"changed": changed, "reason": reason}
+        current = _in_force(view)
+        [record] = ledger.prepare({"schema_version": "research_contract_v0", "payload":
+                                   _next_draft(current, reason, settings, replacement)}, who)
+        record["payload"]["amendment"] = _amendment(current, record["payload"], reason)
         return [record]
 
     return ledger.write(creds, plan)[0]
+
+
+# Stands in for the curator when a dry run asks the contract's write checks, which read the
+# record and the state, never the writer.
+DRY_RUN = Identity("dry-run", "research_curator", "dry-run")
+
+
+def preview_amendment(ledger: Ledger, reason: str, *,
+                      settings: list[tuple[str, Any]] | None = None,
+                      replacement: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The next contract version :func:`amend_contract` would write now, passed through every
+    write check of its kind against the current state; writes nothing and needs no token.
+
+    Raises:
+        RecordRejected: a bad field; Refused, ResearchRefused (not recorded): what the write
+        would refuse.
+    """
+    from loopx.kernel.kinds import check_payload
+
+    state = ledger.state()
+    view = ledger.domains.overlay(state["lanes"], ledger.settings())
+    current = _in_force(view)
+    payload = check_payload("research_contract_v0",
+                            _next_draft(current, reason, settings, replacement),
+                            context="contract")
+    payload["amendment"] = _amendment(current, payload, reason)
+    record = {"schema_version": "research_contract_v0", "record_id": "dry-run",
+              "seq": state.seq + 1, "ts": ledger.now(), "agent_id": DRY_RUN.agent_id,
+              "payload": payload}
+    for check in ledger.domains.checks_for("research_contract_v0"):
+        check(view, DRY_RUN, record)
+    return payload
+
+
+def _in_force(view: LaneState) -> dict[str, Any]:
+    current = current_contract(view)
+    if current is None:
+        raise Refused("there is no contract to amend", hint="`loopx contract init`")
+    return current
+
+
+def _next_draft(current: dict[str, Any], reason: str, settings: list[tuple[str, Any]] | None,
+                replacement: dict[str, Any] | None) -> dict[str, Any]:
+    """The payload of the version after ``current``, its amendment still a placeholder."""
+    base = payload_of(current)
+    new = apply_settings(base, settings or []) if replacement is None else dict(replacement)
+    new.update(contract_id=current["contract_id"], version=current["version"] + 1,
+               supersedes=current["record_id"])
+    return {**new, "amendment": {"changed": ["-"], "reason": reason}}
+
+
+def _amendment(current: dict[str, Any], payload: dict[str, Any], reason: str) -> dict[str, Any]:
+    changed = changed_fields(current, payload)
+    if not changed:
+        raise Refused("the amendment changes nothing")
+    return {"changed": changed, "reason": reason}
 
 
 def contract_version(view: LaneState, version: int | None = None) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import importlib
 from collections import ChainMap
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from loopx.kernel.identity import Identity
@@ -29,6 +30,10 @@ Check = Callable[[View, Identity, Record], None]
 # The module that builds the installed Domains (its ``DOMAINS``); named, not imported, so the
 # kernel stays below every domain.
 COMPOSITION_ROOT = "loopx.domains"
+# Where a write's view carries the workspace's settings (read-only) for the checks whose rule
+# the workspace configures. Absent when the ledger has none (a bare store, and `loopx verify`,
+# which re-judges what the log alone decides).
+SETTINGS = "workspace_settings"
 
 
 @dataclass(frozen=True)
@@ -118,9 +123,15 @@ class Domains:
         """The folded state of a log with no domain records yet."""
         return {name: initial() for name, initial in self.slices.items()}
 
-    def overlay(self, view: View) -> View:
-        """A view that takes updates in front of ``view`` and leaves ``view`` unchanged."""
-        return {name: ChainMap({}, view[name]) for name in self.slices}
+    def overlay(self, view: View, settings: Mapping[str, Any] | None = None) -> View:
+        """A view that takes updates in front of ``view`` and leaves ``view`` unchanged; it
+        carries ``settings`` (or those ``view`` carries) under :data:`SETTINGS`."""
+        out: View = {name: ChainMap({}, view[name]) for name in self.slices}
+        if settings is None:
+            settings = view.get(SETTINGS)
+        if settings is not None:
+            out[SETTINGS] = MappingProxyType(dict(settings))
+        return out
 
     def fold(self, view: View, record: Record) -> None:
         """Fold one record into ``view`` (state or overlay), domain by domain."""

@@ -9,7 +9,7 @@ Everything derived is read through :meth:`Ledger.state`.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from loopx.kernel.checks import Credentials, Identity
 
 Plan = Callable[[View, "Identity", str], list[Record]]
+Settings = Mapping[str, Any]
 
 CHECKPOINT_EVERY = 1000
 
@@ -51,8 +52,13 @@ class Ledger:
     def __init__(self, store: Store, *, checkpoint_path: Path | None = None,
                  checkpoint_every: int = CHECKPOINT_EVERY,
                  reducers: Sequence[Reducer] | None = None,
-                 domains: Domains | None = None) -> None:
+                 domains: Domains | None = None,
+                 settings: Settings | Callable[[], Settings] | None = None) -> None:
         self.store = store
+        # The workspace's settings the write checks may read (or how to read them, again on
+        # every write, so an edit of the settings file applies to the next one); None for a
+        # bare store.
+        self._settings = settings
         self.domains = domains or installed()
         if reducers is None:
             reducers = (KernelReducer(), DomainsReducer(self.domains))
@@ -111,6 +117,7 @@ class Ledger:
         from loopx.kernel.checks import authenticate, check_batch
 
         self._advance()  # catch up before the lock, so the locked step reads only the newest
+        settings = self.settings()
         refused: list[ResearchRefused] = []
 
         def build(head: Cursor, now: str) -> list[Record]:
@@ -118,7 +125,7 @@ class Ledger:
             if state.seq != head.seq:
                 raise WorkspaceError(f"the fold is at seq {state.seq} but the head is at "
                                      f"{head.seq}", hint="run `loopx verify`")
-            lanes = self.domains.overlay(state["lanes"])
+            lanes = self.domains.overlay(state["lanes"], settings)
             who = authenticate(state["kernel"], lanes, creds, self.domains)
             records = plan(lanes, who, now)
             if records:
@@ -142,6 +149,15 @@ class Ledger:
             exc.args = (exc.message,)
             raise exc
         return written
+
+    def settings(self) -> Settings | None:
+        """The workspace's settings the write checks read (None for a bare store).
+
+        Raises:
+            WorkspaceError: the workspace's settings are malformed.
+        """
+        source = self._settings
+        return source() if callable(source) else source
 
     def refusal_record(self, who: Identity, exc: ResearchRefused) -> Record:
         """The record that takes a refused request's place in the log (its domain builds it)."""

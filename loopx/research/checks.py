@@ -1,8 +1,10 @@
-"""Write checks for research records: hypotheses (no duplicate of an earlier idea), evidence
-packets (split-aware), judgements (recomputed from their packets), novelty audits (independent),
-gate results, decisions (only on the matching candidate, bound to the hypothesis' revision) and
-held-out claims (within the read budget). Novelty audits and grounding refs follow the rules of
-:mod:`loopx.research.novelty` and :mod:`loopx.research.grounding`.
+"""Write checks for research records: contract versions (a named protected scope, paths inside
+the workspace's contract scopes, a measured baseline kept), hypotheses (no duplicate of an
+earlier idea), evidence packets (split-aware), judgements (recomputed from their packets),
+novelty audits (independent), gate results, decisions (only on the matching candidate, bound to
+the hypothesis' revision) and held-out claims (within the read budget). Novelty audits and
+grounding refs follow the rules of :mod:`loopx.research.novelty` and
+:mod:`loopx.research.grounding`.
 
 Refusals of research rules raise :class:`ResearchRefused`, which the write path records.
 """
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopx.governance.state import current_contract
 from loopx.kernel.errors import FieldProblem, RecordRejected, Refused, ResearchRefused
+from loopx.research.contract_scope import check_contract_paths, contract_scopes
 from loopx.research.control import first_heldout
 from loopx.research.fingerprint import (
     duplicates,
@@ -334,6 +337,9 @@ def _check_todo(view: View, who: Identity, record: Record) -> None:
 
 def _check_contract(view: View, who: Identity, record: Record) -> None:
     p = record["payload"]
+    # The protected boundary holds only what the contract names: an empty protected scope, or
+    # scopes pointing outside what the workspace allows, would weaken the gate unseen.
+    check_contract_paths(p, contract_scopes(view))
     plan = current_plan(view)
     measured = None if plan is None else plan["plan"]["metric.baseline_hypothesis"]
     if (plan is not None and plan["frozen_seq"] is not None and measured is not None

@@ -15,6 +15,9 @@ from loopx.kernel.errors import FieldProblem, NotFound, RecordRejected, Refused
 from loopx.kernel.ledger import draft
 from loopx.research.fingerprint import fingerprint
 
+NO_PROTECTED_SCOPE = ("the contract names no protected scope: the boundary has nothing to hold "
+                      "(the curator amends protected_scope)")
+
 if TYPE_CHECKING:
     from loopx.kernel.checks import Credentials, Identity
     from loopx.kernel.ledger import Ledger
@@ -109,7 +112,8 @@ def audit_novelty(ledger: Ledger, creds: Credentials, hypothesis_id: str, verdic
 def check_gate(ledger: Ledger, creds: Credentials, hypothesis_id: str, *,
                repo: Path | None) -> dict[str, Any]:
     """Verify the protected boundary from git for every packet the hypothesis' judgements rest
-    on, and record the result (``gate_result_v0``), passed or failed.
+    on (the protected scope, and the editable scope when the contract sets one), and record the
+    result (``gate_result_v0``), passed or failed.
 
     Git runs before the lock, on the hypothesis as it stands; the write is refused if the
     hypothesis changed meanwhile (check again).
@@ -131,12 +135,21 @@ def check_gate(ledger: Ledger, creds: Credentials, hypothesis_id: str, *,
     packets = [{"packet_id": p, "base_commit": view["packets"][p]["base_commit"],
                 "evaluated_commit": view["packets"][p]["evaluated_commit"]} for p in relied]
     pinned = contract.get("protected_commit")
-    result = check_boundary(repo, packets, list(contract["protected_scope"]), pinned).to_json()
+    protected = list(contract["protected_scope"])
+    editable = list(contract.get("editable_scope") or [])
+    result = check_boundary(repo, packets, protected, pinned, editable).to_json()
+    if not protected:
+        # Only a contract written before the rule that names one can lack it: an empty scope
+        # would let every commit pass, so the gate cannot pass on it.
+        result["passed"] = False
+        result["reasons"].insert(0, NO_PROTECTED_SCOPE)
     payload = {"hypothesis_id": hypothesis_id, "gate": "protected_boundary",
                "passed": result["passed"], "revision": entry["revision"],
                "packets": result["checked"] or [{"packet_id": p["packet_id"]} for p in packets],
-               "protected_scope": list(contract["protected_scope"]), "protected_commit": pinned,
-               "violations": [{k: str(v[k])[:500] for k in ("commit", "path", "change", "detail")}
+               "protected_scope": protected, "protected_commit": pinned,
+               "editable_scope": editable,
+               "violations": [{**{k: str(v[k])[:500] for k in ("commit", "path", "change",
+                                                                "detail")}, "rule": v["rule"]}
                               for v in result["violations"][:256]],
                "reasons": [r[:500] for r in result["reasons"][:64]]}
 

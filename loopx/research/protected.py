@@ -1,4 +1,5 @@
-"""The protected boundary gate: verify from git that no experiment changed the protected scope.
+"""The protected boundary gate: verify from git that no experiment changed the protected scope,
+nor, when the contract sets an ``editable_scope``, anything outside it.
 
 A research contract's ``protected_scope`` lists repository-relative paths or glob patterns that no
 experiment may change (the evaluator, held-out data, lock files). Evidence packets cite
@@ -34,6 +35,14 @@ directories of a protected entry, when it leaves the repository (an absolute tar
 above the root), or when it cannot be resolved. Anything the gate cannot verify (no git
 repository, a commit that is not a hexadecimal object name of this repository, a base that is not
 an ancestor, shallow history) fails it, with a reason.
+
+The editable scope (``check_boundary(..., editable=[...])``, when non-empty) uses the same entries
+and the same history walk with the test turned round: a path that is added, modified, deleted,
+changes type, is the old or the new path of a rename or the destination of a copy, and that no
+editable entry matches, is a violation with rule ``outside_editable``; so is a symlink added or
+changed whose target resolves outside the editable scope, leaves the repository or cannot be
+resolved. Each violation names the rule it broke (``protected`` or ``outside_editable``); a change
+that breaks both is listed once for each. ``protected_commit`` pins the protected scope only.
 """
 
 from __future__ import annotations
@@ -44,8 +53,14 @@ from pathlib import Path
 from typing import Any
 
 from loopx.research.git_read import repo_root
-from loopx.research.protected_history import ScopeInspector, Violation
+from loopx.research.protected_history import (
+    OUTSIDE_EDITABLE,
+    PROTECTED,
+    ScopeInspector,
+    Violation,
+)
 from loopx.research.protected_scope import (
+    ScopeEntry,
     compile_scope,
     match_entry,
     normalise,
@@ -93,14 +108,25 @@ def is_protected(path: str, protected: list[str]) -> bool:
 # --- the gate ---------------------------------------------------------------------------------
 
 
-def check_range(repo: Path, base: str, evaluated: str,
-                protected: list[str]) -> tuple[list[Violation], list[str]]:
-    """Every protected-scope violation in `base..evaluated`, and what could not be verified."""
+def check_range(repo: Path, base: str, evaluated: str, protected: list[str],
+                editable: list[str] | None = None) -> tuple[list[Violation], list[str]]:
+    """Every violation in `base..evaluated` (of the protected scope and, if `editable` is
+    non-empty, of the editable scope), and what could not be verified."""
     entries, problems = parse_scope(protected)
+    allowed, trouble = _editable(editable)
+    problems += trouble
     if not Path(repo).is_dir():
         return [], problems + [f"the repository {str(repo)!r} is not a directory"]
-    violations, trouble, _ = ScopeInspector(Path(repo), entries).check(base, evaluated)
+    violations, trouble, _ = ScopeInspector(Path(repo), entries, allowed).check(base, evaluated)
     return violations, problems + trouble
+
+
+def _editable(editable: object) -> tuple[list[ScopeEntry] | None, list[str]]:
+    """The editable scope's entries, or None when there is none (nothing is then outside it)."""
+    if editable is None or (isinstance(editable, Sequence) and not isinstance(editable, str)
+                            and not editable):
+        return None, []
+    return parse_scope(editable, "editable scope")
 
 
 def _summary(violations: list[Violation]) -> str:
@@ -110,11 +136,15 @@ def _summary(violations: list[Violation]) -> str:
 
 
 def check_boundary(repo: Path | None, packets: list[dict[str, Any]],
-                   protected: list[str], pinned: str | None = None) -> BoundaryResult:
-    """Verify from git that no packet's range changed the protected scope and, with ``pinned``
-    (the contract's ``protected_commit``), that every evaluated commit's protected scope is
-    exactly the pinned one's; fail closed."""
+                   protected: list[str], pinned: str | None = None,
+                   editable: list[str] | None = None) -> BoundaryResult:
+    """Verify from git that no packet's range changed the protected scope, nor (with a
+    non-empty ``editable``) any path outside the editable scope, and, with ``pinned`` (the
+    contract's ``protected_commit``), that every evaluated commit's protected scope is exactly
+    the pinned one's; fail closed."""
     entries, reasons = parse_scope(protected)
+    allowed, trouble = _editable(editable)
+    reasons += trouble
     if repo is None:
         return BoundaryResult(False, reasons + [NOT_IN_GIT], [], [])
     if not Path(repo).is_dir():
@@ -124,8 +154,8 @@ def check_boundary(repo: Path | None, packets: list[dict[str, Any]],
         return BoundaryResult(False, reasons + ["the evidence is not a list of packets"], [], [])
     if not packets:
         return BoundaryResult(False, reasons + [NO_EVIDENCE], [], [])
-    inspector = ScopeInspector(Path(repo), entries)
-    violations: dict[tuple[str, str, str], Violation] = {}
+    inspector = ScopeInspector(Path(repo), entries, allowed)
+    violations: dict[tuple[str, str, str, str], Violation] = {}
     checked: list[dict[str, Any]] = []
     for number, packet in enumerate(packets, start=1):
         if not isinstance(packet, Mapping):
@@ -143,17 +173,20 @@ def check_boundary(repo: Path | None, packets: list[dict[str, Any]],
         found, problems, count = inspector.check(base, evaluated)
         if pinned is not None and count is not None:
             differs, trouble = inspector.compare(pinned, str(evaluated))
-            seen = {(v.commit, v.path, v.change) for v in found}
-            found += [v for v in differs if (v.commit, v.path, v.change) not in seen]
+            seen = {(v.commit, v.path, v.change, v.rule) for v in found}
+            found += [v for v in differs if (v.commit, v.path, v.change, v.rule) not in seen]
             problems += trouble
         reasons.extend(f"{label}: {problem}" for problem in problems)
         if count is not None:
             checked.append({"packet_id": packet_id, "base_commit": base,
                             "evaluated_commit": evaluated, "commits": count})
-        if found:
-            reasons.append(f"{label} ({base}..{evaluated}) changes the protected scope: "
-                           f"{_summary(found)}")
+        for rule, broke in ((PROTECTED, "changes the protected scope"),
+                            (OUTSIDE_EDITABLE, "changes files outside the editable scope")):
+            these = [v for v in found if v.rule == rule]
+            if these:
+                reasons.append(f"{label} ({base}..{evaluated}) {broke}: {_summary(these)}")
         for violation in found:
-            violations.setdefault((violation.commit, violation.path, violation.change), violation)
+            key = (violation.commit, violation.path, violation.change, violation.rule)
+            violations.setdefault(key, violation)
     found_all = list(violations.values())
     return BoundaryResult(not reasons and not found_all, reasons, found_all, checked)

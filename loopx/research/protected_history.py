@@ -1,5 +1,6 @@
-"""Git history checked against the protected scope: each commit's changes, and the symlinks
-they add followed through the commit's tree."""
+"""Git history checked against the protected scope (and, when the contract sets one, the
+editable scope): each commit's changes, and the symlinks they add followed through the commit's
+tree."""
 
 from __future__ import annotations
 
@@ -24,14 +25,20 @@ _MAX_SYMLINK_HOPS = 40  # the Linux limit on nested symlinks
 _CHANGE_NAMES = {"A": "added", "D": "deleted", "M": "modified", "T": "type changed"}
 
 
+PROTECTED = "protected"
+OUTSIDE_EDITABLE = "outside_editable"
+
+
 @dataclass(frozen=True)
 class Violation:
-    """One change to the protected scope, found in one commit."""
+    """One change that broke a rule, found in one commit: ``rule`` is ``protected`` (it touched
+    the protected scope) or ``outside_editable`` (it touched a path outside the editable scope)."""
 
     commit: str
     path: str
     change: str
     detail: str
+    rule: str = PROTECTED
 
 
 def _absolute(target: str) -> bool:
@@ -40,10 +47,12 @@ def _absolute(target: str) -> bool:
 
 @dataclass
 class ScopeInspector:
-    """Checks ranges of one repository against one scope, sharing work between packets."""
+    """Checks ranges of one repository against one protected scope (``entries``) and, unless
+    ``editable`` is None, one editable scope, sharing work between packets."""
 
     repo: Path
     entries: list[ScopeEntry]
+    editable: list[ScopeEntry] | None = None
     _commits: dict[str, tuple[list[Violation], list[str]]] = field(default_factory=dict)
     _links: dict[str, dict[str, str] | str] = field(default_factory=dict)
     _blobs: dict[str, str | None] = field(default_factory=dict)
@@ -102,7 +111,8 @@ class ScopeInspector:
         problems = [f"{evaluated} {where}: {malformed}"] if malformed else []
         violations: list[Violation] = []
         for change in changes:
-            violations += self._judge(evaluated, where, change, problems)
+            # The pin holds the protected scope only: the main line may move elsewhere.
+            violations += self._judge(evaluated, where, change, problems, editable=False)
         return violations, problems
 
     def _commit(self, commit: str, parents: list[str]) -> tuple[list[Violation], list[str]]:
@@ -120,9 +130,9 @@ class ScopeInspector:
             if any(line.startswith(b"parent ") for line in header.splitlines()):
                 return [], [(f"commit {commit} has parents missing from this repository "
                              "(shallow history): it cannot be inspected")]
-        if not self.entries:
+        if not self.entries and self.editable is None:
             return [], []
-        found: dict[tuple[str, str], Violation] = {}
+        found: dict[tuple[str, str, str], Violation] = {}
         problems: list[str] = []
         for parent in parents or [None]:
             where = f"against parent {parent}" if parent else "root commit, against an empty tree"
@@ -137,48 +147,45 @@ class ScopeInspector:
                 problems.append(f"commit {commit} {where}: {malformed}")
             for change in changes:
                 for violation in self._judge(commit, where, change, problems):
-                    found.setdefault((violation.path, violation.change), violation)
+                    found.setdefault((violation.path, violation.change, violation.rule),
+                                     violation)
         return list(found.values()), problems
 
-    def _judge(self, commit: str, where: str, change: TreeChange,
-               problems: list[str]) -> list[Violation]:
+    def _judge(self, commit: str, where: str, change: TreeChange, problems: list[str], *,
+               editable: bool = True) -> list[Violation]:
         out: list[Violation] = []
         letter = change.status[0]
+        allowed = self.editable if editable else None  # the editable entries, if judged
 
-        def flag(path: str, what: str, why: str) -> None:
-            out.append(Violation(commit, shown(path), what, f"{why}; {where}"))
-
-        def scope(path: str) -> str | None:
+        def flag(path: str, what: str, extra: str = "") -> None:
+            # One violation per rule the change breaks: a path may break both.
             entry = match_entry(path, self.entries)
-            return None if entry is None else f"matches protected entry {entry.raw!r}"
+            if entry is not None:
+                out.append(Violation(commit, shown(path), what, f"matches protected entry "
+                                     f"{entry.raw!r}{extra}; {where}", PROTECTED))
+            if allowed is not None and match_entry(path, allowed) is None:
+                out.append(Violation(commit, shown(path), what, f"outside the editable scope"
+                                     f"{extra}; {where}", OUTSIDE_EDITABLE))
 
         if letter in _CHANGE_NAMES:
-            why = scope(change.dst_path)
-            if why and letter == "T":
-                why += f" (mode {change.src_mode} -> {change.dst_mode})"
-            if why:
-                flag(change.dst_path, _CHANGE_NAMES[letter], why)
+            extra = f" (mode {change.src_mode} -> {change.dst_mode})" if letter == "T" else ""
+            flag(change.dst_path, _CHANGE_NAMES[letter], extra)
         elif letter == "R":
-            why = scope(change.src_path)
-            if why:
-                flag(change.src_path, f"renamed to {shown(change.dst_path)}", why)
-            why = scope(change.dst_path)
-            if why:
-                flag(change.dst_path, f"renamed from {shown(change.src_path)}", why)
+            flag(change.src_path, f"renamed to {shown(change.dst_path)}")
+            flag(change.dst_path, f"renamed from {shown(change.src_path)}")
         elif letter == "C":
-            why = scope(change.dst_path)
-            if why:
-                flag(change.dst_path, f"copied from {shown(change.src_path)}", why)
+            flag(change.dst_path, f"copied from {shown(change.src_path)}")
         else:
             problems.append(f"commit {commit} {where}: unexpected change status "
                             f"{change.status!r} for {shown(change.dst_path)}")
             return out
         if letter != "D" and change.dst_mode == _SYMLINK:
-            out.extend(self._symlink(commit, where, change.dst_path, change.dst_blob, problems))
+            out.extend(self._symlink(commit, where, change.dst_path, change.dst_blob, problems,
+                                     allowed))
         return out
 
-    def _symlink(self, commit: str, where: str, path: str, blob: str,
-                 problems: list[str]) -> list[Violation]:
+    def _symlink(self, commit: str, where: str, path: str, blob: str, problems: list[str],
+                 allowed: list[ScopeEntry] | None) -> list[Violation]:
         target = self._blob(blob)
         if target is None:
             problems.append(f"commit {commit}: the target of symlink {shown(path)} "
@@ -188,18 +195,25 @@ class ScopeInspector:
         if outcome == "problem":
             problems.append(f"commit {commit}: resolving symlink {shown(path)}: {resolved}")
             return []
-        if outcome == "escapes":
-            why = "the target leaves the repository"
-        elif outcome == "loop":
-            why = "the target cannot be resolved (a symlink loop or too many symlinks)"
-        elif entry := match_entry(resolved, self.entries):
-            why = f"resolves to {shown(resolved)}, which matches protected entry {entry.raw!r}"
-        elif entry := holds_protected(resolved, self.entries):
-            why = (f"resolves to directory {shown(resolved)}, "
-                   f"which holds protected entry {entry.raw!r}")
+        found: list[tuple[str, str]] = []  # (rule, why)
+        if outcome in ("escapes", "loop"):
+            why = ("the target leaves the repository" if outcome == "escapes" else
+                   "the target cannot be resolved (a symlink loop or too many symlinks)")
+            found = [(rule, why) for rule, judged in ((PROTECTED, bool(self.entries)),
+                                                      (OUTSIDE_EDITABLE, allowed is not None))
+                     if judged]
         else:
-            return []
-        return [Violation(commit, shown(path), f"symlink -> {shown(target)}", f"{why}; {where}")]
+            if entry := match_entry(resolved, self.entries):
+                found.append((PROTECTED, f"resolves to {shown(resolved)}, which matches "
+                                         f"protected entry {entry.raw!r}"))
+            elif entry := holds_protected(resolved, self.entries):
+                found.append((PROTECTED, f"resolves to directory {shown(resolved)}, "
+                                         f"which holds protected entry {entry.raw!r}"))
+            if allowed is not None and match_entry(resolved, allowed) is None:
+                found.append((OUTSIDE_EDITABLE, f"resolves to {shown(resolved)}, which is "
+                                                "outside the editable scope"))
+        return [Violation(commit, shown(path), f"symlink -> {shown(target)}",
+                          f"{reason}; {where}", rule) for rule, reason in found]
 
     def _resolve(self, commit: str, link: str, target: str) -> tuple[str, str]:
         """Follow `link` -> `target` in `commit`'s tree.

@@ -1,5 +1,5 @@
-"""The protected scope's entries: normalising paths and matching them against literal entries
-and glob patterns (the semantics are in :mod:`loopx.research.protected`)."""
+"""Scope entries (the protected and the editable scope): normalising paths and matching them
+against literal entries and glob patterns (the semantics are in :mod:`loopx.research.protected`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ _MAX_GLOB_VARIANTS = 64
 
 @dataclass(frozen=True)
 class ScopeEntry:
-    """One protected-scope entry, normalised and ready to match."""
+    """One scope entry, normalised and ready to match."""
 
     raw: str
     norm: str
@@ -23,8 +23,14 @@ class ScopeEntry:
 
 
 def normalise(path: str) -> str:
+    """A repository-relative POSIX path without ``./``, ``//``, a leading or trailing ``/``."""
     norm = posixpath.normpath(path).lstrip("/")
     return norm or "."
+
+
+def leaves_repository(norm: str) -> bool:
+    """Whether a normalised path climbs above the repository's root."""
+    return norm == ".." or norm.startswith("../")
 
 
 def _glob_variants(pattern: str) -> tuple[str, ...]:
@@ -44,17 +50,19 @@ def _glob_variants(pattern: str) -> tuple[str, ...]:
     return tuple(sorted(seen))
 
 
-def compile_scope(protected: Sequence[object]) -> tuple[list[ScopeEntry], list[str]]:
-    """The usable entries, and a problem for each entry that protects nothing."""
+def compile_scope(protected: Sequence[object],
+                  label: str = "protected scope") -> tuple[list[ScopeEntry], list[str]]:
+    """The usable entries, and a problem for each entry that matches nothing (``label`` names
+    the scope in it)."""
     entries: list[ScopeEntry] = []
     problems: list[str] = []
     for raw in protected:
         if not isinstance(raw, str) or not raw:
-            problems.append(f"protected scope entry {raw!r} is not a path or pattern")
+            problems.append(f"{label} entry {raw!r} is not a path or pattern")
             continue
         norm = normalise(raw)
-        if norm == ".." or norm.startswith("../"):
-            problems.append(f"protected scope entry {raw!r} is outside the repository")
+        if leaves_repository(norm):
+            problems.append(f"{label} entry {raw!r} is outside the repository")
             continue
         glob_at = next((i for i, ch in enumerate(norm) if ch in _GLOB_CHARS), None)
         if glob_at is None:
@@ -89,8 +97,9 @@ def holds_protected(directory: str, entries: Sequence[ScopeEntry]) -> ScopeEntry
     return None
 
 
-def parse_scope(protected: object) -> tuple[list[ScopeEntry], list[str]]:
+def parse_scope(protected: object,
+                label: str = "protected scope") -> tuple[list[ScopeEntry], list[str]]:
     """Like compile_scope, for a scope that may not be a list at all."""
     if isinstance(protected, str) or not isinstance(protected, Sequence):
-        return [], ["the protected scope is not a list of paths or patterns"]
-    return compile_scope(protected)
+        return [], [f"the {label} is not a list of paths or patterns"]
+    return compile_scope(protected, label)

@@ -151,12 +151,15 @@ class CheckedPacket(Model):
 
 
 class GateViolation(Model):
-    """A change the protected-boundary gate found in a checked commit range."""
+    """A change the protected-boundary gate found in a checked commit range, and the rule it
+    broke: ``protected`` (it touched the protected scope) or ``outside_editable`` (it touched a
+    path outside the contract's editable scope)."""
 
     commit: Annotated[str, Field(max_length=64)]
     path: Annotated[str, Field(max_length=1024)]
     change: ShortText
     detail: ShortText = ""
+    rule: Literal["protected", "outside_editable"] = "protected"
 
 
 class GateResultV0(Model):
@@ -170,6 +173,9 @@ class GateResultV0(Model):
     packets: Annotated[list[CheckedPacket], Field(max_length=1024)] = []
     protected_scope: list[Annotated[str, Field(max_length=1024)]] = []
     protected_commit: GitCommit | None = None
+    editable_scope: list[Annotated[str, Field(max_length=1024)]] = Field(
+        default=[], description="the contract's editable scope at the time; empty: no "
+                                "editable-scope rule")
     violations: Annotated[list[GateViolation], Field(max_length=256)] = []
     reasons: Annotated[list[ShortText], Field(max_length=64)] = []
 
@@ -177,7 +183,8 @@ class GateResultV0(Model):
 RefusalRule = Literal["heldout_budget", "duplicate", "dev_only_lift", "claimed_evidence",
                       "no_candidate", "heldout_once", "heldout_final", "heldout_incomplete",
                       "attempts_exhausted", "measured_baseline", "selective_judgement",
-                      "novelty_material", "novelty_boundary", "invalid_result"]
+                      "novelty_material", "novelty_boundary", "invalid_result",
+                      "protected_scope_missing", "contract_outside_scope"]
 
 
 class ResearchRefusalV0(Model):

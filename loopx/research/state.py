@@ -188,11 +188,18 @@ def _audit(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> N
         _touch(view, p["hypothesis_id"], record, audits=[*entry["audits"], audit])
 
 
+def _violation_words(v: dict[str, Any]) -> str:
+    """A gate violation in a few words, naming the rule unless it is the protected scope's."""
+    if v.get("rule", "protected") == "outside_editable":
+        return f"{v['path']} ({v['change']}; outside the editable scope)"
+    return f"{v['path']} ({v['change']})"
+
+
 def _gate(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
     boundary = {"record_id": record["record_id"], "seq": record["seq"], "passed": p["passed"],
                 "revision": p["revision"], "packets": [c["packet_id"] for c in p["packets"]],
                 "reasons": list(p["reasons"]),
-                "violations": [f"{v['path']} ({v['change']})" for v in p["violations"]]}
+                "violations": [_violation_words(v) for v in p["violations"]]}
     entry = view["hypotheses"].get(p["hypothesis_id"])
     if entry is not None:
         brief = {"record_id": record["record_id"], "seq": record["seq"], "gate": p["gate"],

@@ -20,10 +20,12 @@ SHOULD_RUN = "loopx quota should-run --agent-id $LOOPX_AGENT_ID --claim --json"
 ROLE_COMMANDS: dict[str, tuple[str, ...]] = {
     "research_curator": (
         "`loopx contract init --prompt TEXT --metric NAME --direction maximize|minimize "
-        "--baseline X --seeds 0,1,2` (or `--file F`; `--dry-run` checks without writing): "
-        "the contract's first version; the campaign becomes planned.",
-        "`loopx contract amend --reason TEXT --set PATH=VALUE` (or `--file F`): the next "
-        "version; `loopx contract show` prints the one in force.",
+        "--baseline X --seeds 0,1,2 --protected PATH` (or `--file F`; `--dry-run` checks "
+        "without writing): the contract's first version; the campaign becomes planned. Every "
+        "version names its protected scope and stays inside the workspace's contract scopes.",
+        "`loopx contract amend --reason TEXT --set PATH=VALUE` (or `--file F`; `--dry-run` "
+        "checks without writing): the next version; `loopx contract show` prints the one in "
+        "force.",
         "`loopx campaign transition ready --reason TEXT`: once the contract is complete.",
         "`loopx research-plan record FILE` (JSON, or TOML by its suffix; `--reason TEXT` for a "
         "revision): the research plan, ordered steps naming the hypotheses and experiments "

@@ -21,6 +21,7 @@ CONTRACT: dict[str, Any] = {
     "metric": {"name": "acc", "direction": "maximize", "baseline": 0.9, "seeds": [0, 1, 2]},
     "evaluation": {"dev": {"name": "dev"}, "heldout": {"name": "heldout",
                                                        "location": "/data/heldout"}},
+    "protected_scope": ["eval/"],
     "promotion_policy": {"required_gates": ["heldout"]},
 }
 
