@@ -4,8 +4,9 @@
 # proposes two widths; an executor evaluates them on their own git branches; an evaluator judges
 # the evidence, checks the protected boundary from git and decides.
 #   h-w128 is honest: dev supports, a dev-only promotion is refused, the held-out todo (from the
-#   executor's successor rule) carries the held-out location, held-out supports, the gate passes,
-#   and it is promoted.
+#   evaluator's successor rule, which reads its judgement in the log) carries the held-out
+#   location, held-out supports, the gate passes, and it is promoted: each step a todo the
+#   evaluator's rules add.
 #   h-w256 edits eval/score.py while its packet says "protected_scope_clean": true: the gate,
 #   which reads git and not the flag, fails, and it is retired for guardrail_failed.
 # Then a duplicate of the retired idea and a second held-out read are refused, and each refusal
@@ -96,13 +97,14 @@ run git checkout -q main
 packet dev-w128.json h-w128 dev "$base" "$w128" 0.981 0.979 0.983
 printf '\n$ cat dev-w128.json\n'; cat dev-w128.json
 step evidence append-packet dev-w128.json --under dev-w128:1 --agent-id ex --token-file ex.token
-# The executor's own reading of dev goes into the result; the successor rule reads it.
-step todo complete dev-w128 --epoch 1 --result '{"status": "scored", "dev": {"verdict": "supports"}}' \
-    --agent-id ex --token-file ex.token
+# Successor rules read the log, not the result: the scored packet under the todo makes a judge
+# todo, whatever the executor says of its own numbers.
+step todo complete dev-w128 --epoch 1 --result '{"status": "scored"}' --agent-id ex --token-file ex.token
 step quota should-run --agent-id ev --token-file ev.token --claim
 step evidence judge h-w128 --split dev --agent-id ev --token-file ev.token
-step todo complete dev-w128.judge_dev_attempt --epoch 1 --result '{"verdict": "supports"}' \
-    --agent-id ev --token-file ev.token
+# The judgement in the log supports h-w128 and it has no held-out packet: the evaluator's rule
+# adds the held-out todo (and a refinement todo for the proposer).
+step todo complete dev-w128.judge_dev_attempt --epoch 1 --agent-id ev --token-file ev.token
 # Dev supports, but dev-only lift never promotes: refused, and the refusal is recorded.
 step decide promote h-w128 --agent-id ev --token-file ev.token || echo "(exit status $?)"
 
@@ -121,26 +123,30 @@ step evidence append-packet dev-w256.json --under dev-w256:1 --agent-id ex --tok
 step todo complete dev-w256 --epoch 1 --result '{"status": "scored"}' --agent-id ex --token-file ex.token
 step quota should-run --agent-id ev --token-file ev.token --claim
 step evidence judge h-w256 --split dev --agent-id ev --token-file ev.token
-step todo complete dev-w256.judge_dev_attempt --epoch 1 --result '{"verdict": "supports"}' \
-    --agent-id ev --token-file ev.token
 # The gate reads the commits between base_commit and evaluated_commit from git.
 step gate check h-w256 --agent-id ev --token-file ev.token
+# Dev supports it too, but the failed gate makes it a retirement candidate: no held-out read is
+# spent on it, and the same evaluator gets the decision todo.
+step todo complete dev-w256.judge_dev_attempt --epoch 1 --agent-id ev --token-file ev.token
+step frontier --agent-id ev
+step candidates
 
 # -- h-w128 on held-out: the successor todo's claim packet carries the held-out location -------
 printf '\n$ loopx quota should-run --agent-id ex --token-file ex.token --claim --json   (todo and claim.data)\n'
 answer="$("$LOOPX" quota should-run --agent-id ex --token-file ex.token --claim --json)"
 echo "$answer" | field todo.todo_id
 echo "$answer" | field claim.data
+heldout_todo=dev-w128.judge_dev_attempt.heldout_after_supported_dev
 packet heldout-w128.json h-w128 heldout "$base" "$w128" 0.978 0.980 0.977
-step evidence append-packet heldout-w128.json --under dev-w128.heldout_after_supported_dev:1 \
+step evidence append-packet heldout-w128.json --under "$heldout_todo:1" \
     --agent-id ex --token-file ex.token
 # -- refused, and recorded: a second measurement under the same held-out claim ------------------
 # One held-out claim admits one held-out packet: measuring again until a test passes is refused.
 packet heldout-w128-b.json h-w128 heldout "$base" "$w128" 0.990 0.991 0.989
-step evidence append-packet heldout-w128-b.json --under dev-w128.heldout_after_supported_dev:1 \
+step evidence append-packet heldout-w128-b.json --under "$heldout_todo:1" \
     --agent-id ex --token-file ex.token || echo "(exit status $?)"
-step todo complete dev-w128.heldout_after_supported_dev --epoch 1 \
-    --result '{"status": "scored", "heldout": {"verdict": "supports"}}' --agent-id ex --token-file ex.token
+step todo complete "$heldout_todo" --epoch 1 --result '{"status": "scored"}' \
+    --agent-id ex --token-file ex.token
 
 # -- refused, and recorded: a second held-out read ----------------------------------------------
 # h-w128 has read the held-out data once, its budget: should-run passes over a second read ...
@@ -151,26 +157,40 @@ step quota should-run --agent-id ex --json
 # ... and a claim of it is refused (the read budget is checked before the successors-only rule).
 step todo claim heldout-w128-again --agent-id ex --token-file ex.token || echo "(exit status $?)"
 
+# -- the evaluator follows its chain: each step is the todo should-run hands it -----------------
+# First the decision on h-w256 (assigned to this evaluator, so selected first).
+step quota should-run --agent-id ev --token-file ev.token --claim
+step decide retire h-w256 --reason guardrail_failed --agent-id ev --token-file ev.token
+step todo complete dev-w256.judge_dev_attempt.decide_after_judgement --epoch 1 \
+    --agent-id ev --token-file ev.token
+# Then the held-out judgement of h-w128.
 step quota should-run --agent-id ev --token-file ev.token --claim
 step evidence judge h-w128 --split heldout --agent-id ev --token-file ev.token
-step todo complete dev-w128.heldout_after_supported_dev.judge_heldout_attempt --epoch 1 \
-    --result '{"verdict": "supports"}' --agent-id ev --token-file ev.token
 # -- refused, and recorded: judging held-out again ---------------------------------------------
 # The first held-out judgement of a hypothesis is final.
 step evidence judge h-w128 --split heldout --agent-id ev --token-file ev.token || echo "(exit status $?)"
-
-# -- the evaluator's frontier, the gate, the candidates and the decisions ----------------------
+# Held-out supports, and the protected boundary is not checked yet: a gate-check todo follows.
+step todo complete "$heldout_todo.judge_heldout_attempt" --epoch 1 \
+    --agent-id ev --token-file ev.token
 step frontier --agent-id ev
 step candidates
+step quota should-run --agent-id ev --token-file ev.token --claim
 step gate check h-w128 --agent-id ev --token-file ev.token
+# The gate passed: a promotion candidate, so a decision todo follows.
+step todo complete "$heldout_todo.judge_heldout_attempt.gate_check_after_supported_heldout" \
+    --epoch 1 --agent-id ev --token-file ev.token
 step candidates
+step quota should-run --agent-id ev --token-file ev.token --claim
 step decide promote h-w128 --agent-id ev --token-file ev.token
-step decide retire h-w256 --reason guardrail_failed --agent-id ev --token-file ev.token
+answer="$("$LOOPX" quota should-run --agent-id ev --json)"
+step todo complete "$(echo "$answer" | field todo.todo_id | tr -d '"')" --epoch 1 \
+    --agent-id ev --token-file ev.token
 
 # -- refused, and recorded: a duplicate of the retired idea -------------------------------------
 step todo add --agent-id owner --token-file owner.token --todo-id propose-more \
     --title "Propose more width hypotheses" --role hypothesis_proposer --action propose_hypothesis
-step quota should-run --agent-id prop --token-file prop.token --claim
+# (should-run would hand the proposer the refinement todo of h-w128 first; it takes this one.)
+step todo claim propose-more --agent-id prop --token-file prop.token
 # Same mechanism family and parameters (written otherwise), the statement reworded: the
 # statement is not part of an idea's fingerprint.
 step hypothesis propose --agent-id prop --token-file prop.token --under propose-more:1 \

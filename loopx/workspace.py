@@ -294,11 +294,10 @@ def record_profiles(ledger: Ledger, creds: Credentials,
         RecordRejected: a profile names a role that will not exist.
         Unauthorized, Forbidden: the writer is not the owner.
     """
-    from loopx.work.profiles import check_references
+    from loopx.work.profiles import check_references, normal_profile
 
     def plan(lanes: LaneState, who: Identity, now: str) -> list[dict[str, Any]]:
-        current = {role: {k: v for k, v in p.items() if k != "seq"}
-                   for role, p in lanes["profiles"].items()}
+        current = {role: normal_profile(p) for role, p in lanes["profiles"].items()}
         check_references({p["role"]: p for p in profiles.values()}, set(current))
         changed = [p for p in profiles.values() if current.get(p["role"]) != p]
         if not changed:

@@ -67,6 +67,35 @@ class Campaign:
                 if kind is None or r["schema_version"] == kind]
 
 
+# The executor's rules as loopx shipped them before successor rules read the log: tests of the
+# completer's own result. An owner may still record such rules (old logs hold them); the
+# packaged profiles no longer do.
+RESULT_RULES: list[dict[str, Any]] = [
+    {"rule_id": "heldout_after_supported_dev", "after_action": "run_dev_eval",
+     "when": [{"path": "dev.verdict", "op": "eq", "value": "supports"},
+              {"path": "heldout", "op": "absent"}],
+     "target_role": "research_executor", "action_kind": "run_holdout_eval",
+     "title": "Held-out evaluation of a hypothesis its dev evidence supports"},
+    {"rule_id": "judge_dev_attempt", "after_action": "run_dev_eval",
+     "when": [{"path": "status", "op": "eq", "value": "scored"}],
+     "target_role": "evaluator_promoter", "action_kind": "judge_evidence",
+     "title": "Judge the dev attempt's evidence"},
+    {"rule_id": "judge_heldout_attempt", "after_action": "run_holdout_eval",
+     "when": [{"path": "status", "op": "eq", "value": "scored"}],
+     "target_role": "evaluator_promoter", "action_kind": "judge_evidence",
+     "title": "Judge the held-out attempt's evidence"},
+]
+
+
+def record_rules(c: Campaign, role: str, rules: list[dict[str, Any]]) -> None:
+    """The owner records ``role``'s packaged profile with ``rules`` as its successor rules."""
+    from loopx.runner.prompt import packaged_profile
+    from loopx.workspace import record_profiles
+
+    record_profiles(c.ledger, c.owner, {f"{role}.toml": {**packaged_profile(role),
+                                                         "successor_todos": rules}})
+
+
 def campaign() -> Campaign:
     """A fresh memory-backed campaign with the packaged role profiles."""
     clock = Clock()

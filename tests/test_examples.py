@@ -39,12 +39,12 @@ def test_walkthrough_runs_to_the_end(tmp_path: Path) -> None:
 def test_governance_example_takes_a_campaign_from_contract_to_stop(tmp_path: Path) -> None:
     out = run_example("governance.sh", tmp_path)
     assert "h-w128 dev: contradicts" in out
-    assert "d-w128: h-w128 retired (contradicted) at revision 33, seq 35" in out
-    assert "campaign stopped since seq 37 (budget_exhausted:experiments)" in out
+    assert "d-w128: h-w128 retired (contradicted) at revision 33, seq 36" in out
+    assert "campaign stopped since seq 38 (budget_exhausted:experiments)" in out
     assert "iterations 1, best -, without improvement 1" in out
     assert '"reason": "campaign_stopped"' in out
     assert "cannot move from stopped to running" in out
-    assert "\nok: 37 records" in out
+    assert "\nok: 38 records" in out
 
 
 @pytest.mark.skipif(shutil.which("bash") is None or shutil.which("git") is None,
@@ -87,7 +87,7 @@ def test_research_example_promotes_the_honest_hypothesis_and_retires_the_tampere
     assert "preview   preview-1            by narr" in out
     assert "first screen approved change" in out
     assert "> Promoted: width 128. Held-out accuracy improved by +0.008333" in out
-    assert "anchor seq 59 matches" in out
+    assert "anchor seq 71 matches" in out
     assert "/data/mnist/heldout" not in out.split("registered narr as product_narrator")[1]
     assert "h-w256                   retired" in out
     assert "iterations 2, best 0.978" in out

@@ -78,8 +78,23 @@ def test_role_specific_commands() -> None:
 
 def test_successor_rules_in_words() -> None:
     text = lane_prompt("research_executor")
-    assert ("after `run_dev_eval` when the result's `dev.verdict` is `\"supports\"` and "
-            "`heldout` is absent: a todo for `research_executor` to `run_holdout_eval`") in text
+    assert ("after `run_dev_eval` when the log shows `attempt_scored`: a todo for "
+            "`evaluator_promoter` to `judge_evidence`") in text
+    assert "never what your `--result` says" in text
+    text = lane_prompt("evaluator_promoter")
+    assert ("after `judge_evidence` when the log shows `dev_supports`, not `heldout_packet`, "
+            "not `heldout_todo`, not `decided`, not `retirement_candidate`: a todo for "
+            "`research_executor` to `run_holdout_eval`") in text
+    assert "to `decide` (assigned to you)" in text
+    # A test of the completer's own result is said to be one, beside the facts of the log.
+    profile = packaged_profile("research_executor")
+    profile["successor_todos"] = [{
+        "rule_id": "note", "after_action": "run_dev_eval", "conditions": ["not attempt_scored"],
+        "when": [{"path": "status", "op": "eq", "value": "blocked"}], "claimed_by": "ex-2",
+        "target_role": "research_executor", "action_kind": "retry_attempt", "title": "Look"}]
+    assert ("after `run_dev_eval` when the log shows not `attempt_scored` and the result's "
+            "`status` is `\"blocked\"`: a todo for `research_executor` to `retry_attempt` "
+            "(for agent `ex-2`)") in lane_prompt("research_executor", profile)
     assert "## What follows your work" not in lane_prompt("research_curator")
 
 

@@ -140,7 +140,13 @@ def test_a_completed_attempt_is_recorded_whole_and_the_token_stays_out(ws: Setup
     assert packet["batch_end"] == completion["batch_end"] == usage["batch_end"]
     assert packet["todo_id"] == "dev-1" and usage["payload"]["wall_seconds"] > 0
     assert completion["payload"]["result"] == {"status": "scored", "dev": {"verdict": "supports"}}
-    assert ws.todo("dev-1.heldout_after_supported_dev")["status"] == "open"
+    # The judging todo is owed to the packet ahead of the completion in its batch; the
+    # executor's own "supports" makes no held-out todo (only the evaluator's judgement does).
+    [successor] = [r for r in ws.records("todo_item_v0")
+                   if r["payload"].get("source_todo_id") == "dev-1"]
+    assert successor["payload"]["todo_id"] == "dev-1.judge_dev_attempt"
+    assert successor["batch_end"] == completion["batch_end"]
+    assert ws.todo("dev-1.judge_dev_attempt")["status"] == "open"
 
 
 @pytest.mark.parametrize(("body", "status", "reason"), [

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from lanes_support import Campaign, campaign
+from lanes_support import RESULT_RULES, Campaign, campaign, record_rules
 
 from loopx.kernel.errors import NotFound, Refused, StaleLease, Unauthorized
 from loopx.kernel.verify import verify_store
@@ -151,6 +151,7 @@ def test_revoked_agent_loses_its_token_and_its_lease(c: Campaign) -> None:
 
 
 def test_explicit_claims_follow_the_profile(c: Campaign) -> None:
+    record_rules(c, "research_executor", RESULT_RULES)
     ex = c.agent("ex-1", "research_executor")
     ev = c.agent("ev-1", "evaluator_promoter")
     c.todo("plain")
@@ -167,6 +168,7 @@ def test_explicit_claims_follow_the_profile(c: Campaign) -> None:
 
 
 def test_successor_rules_fire_once_in_the_completion_step(c: Campaign) -> None:
+    record_rules(c, "research_executor", RESULT_RULES)
     ex = c.agent("ex-1", "research_executor")
     c.todo("dev-1", hypothesis_id="h1")
     claim_next(c, ex)
@@ -185,7 +187,10 @@ def test_successor_rules_fire_once_in_the_completion_step(c: Campaign) -> None:
     assert len(c.records("todo_item_v0")) == 3
 
 
-def test_successor_conditions(c: Campaign) -> None:
+def test_result_conditions(c: Campaign) -> None:
+    """Tests of the completer's own result, for rules that ask for them (the packaged ones read
+    the log instead: tests/test_successor_graph.py)."""
+    record_rules(c, "research_executor", RESULT_RULES)
     ex = c.agent("ex-1", "research_executor")
     results = {
         "no-support": {"status": "scored", "dev": {"verdict": "contradicts"}},
@@ -202,6 +207,7 @@ def test_successor_conditions(c: Campaign) -> None:
 
 
 def test_a_failed_then_retried_todo_fires_its_rule_once(c: Campaign) -> None:
+    record_rules(c, "research_executor", RESULT_RULES)
     ex = c.agent("ex-1", "research_executor")
     c.todo("dev-1")
     claim_next(c, ex)
@@ -214,6 +220,7 @@ def test_a_failed_then_retried_todo_fires_its_rule_once(c: Campaign) -> None:
 
 
 def test_unblock_ordering_passes_through_successors(c: Campaign) -> None:
+    record_rules(c, "research_executor", RESULT_RULES)
     ex = c.agent("ex-1", "research_executor")
     c.agent("prop-1", "hypothesis_proposer")
     c.todo("report", role="hypothesis_proposer", action_kind="refine_hypothesis")

@@ -111,21 +111,22 @@ def test_a_todo_through_its_whole_life(ws: Path) -> None:
     status = json.loads(run(ws, "status", "--json").stdout)
     assert status["todos"]["claimed"] == 1 and status["leases"][0]["holder"] == "ex-1"
     assert status["agents"][0]["holding"] == ["t1"] and status["profiles_not_applied"] == []
+    # The result says dev supports, but no packet is in the log: its word makes no successor
+    # (tests/test_successor_graph.py takes successors through their whole life).
     done = run(ws, "todo", "complete", "t1", "--epoch", "1", "--result",
                '{"status": "scored", "dev": {"verdict": "supports"}}', "--json",
                token=token, agent="ex-1")
-    assert json.loads(done.stdout)["successors"] == ["t1.heldout_after_supported_dev",
-                                                    "t1.judge_dev_attempt"]
-    listed = json.loads(run(ws, "todo", "list", "--state", "open", "--json").stdout)["todos"]
-    assert [t["todo_id"] for t in listed] == ["t1.heldout_after_supported_dev",
-                                             "t1.judge_dev_attempt"]
+    assert json.loads(done.stdout)["successors"] == []
     human = run(ws, "todo", "list", "--role", "research_executor").stdout
     assert "t1 " in human and "completed" in human and "judge" not in human
-    claim = run(ws, "todo", "claim", "t1.heldout_after_supported_dev", "--json", token=token,
-                agent="ex-1")
-    assert json.loads(claim.stdout)["claim"]["via"] == "explicit"
-    fail = run(ws, "todo", "fail", "t1.heldout_after_supported_dev", "--epoch", "1", "--reason",
-               "out of memory", "--json", token=token, agent="ex-1")
+    run(ws, "todo", "add", "--todo-id", "t2", "--title", "dev eval of h2", "--role",
+        "research_executor", "--action", "run_dev_eval", "--hypothesis", "h2",
+        token=owner(ws), agent="owner")
+    listed = json.loads(run(ws, "todo", "list", "--state", "open", "--json").stdout)["todos"]
+    assert [t["todo_id"] for t in listed] == ["t2"]
+    run(ws, "quota", "should-run", "--claim", token=token, agent="ex-1")
+    fail = run(ws, "todo", "fail", "t2", "--epoch", "1", "--reason", "out of memory", "--json",
+               token=token, agent="ex-1")
     assert json.loads(fail.stdout)["state"] == "open"
     assert run(ws, "verify").exit_code == 0
 

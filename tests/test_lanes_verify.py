@@ -7,8 +7,11 @@ from typing import Any
 import pytest
 from lanes_support import Campaign, campaign
 
+from loopx.kernel.checks import Credentials
 from loopx.kernel.kinds import new_record_id
 from loopx.kernel.verify import verify_store
+from loopx.research.operations import append_packet
+from loopx.testing.research import ResearchLoop
 from loopx.work.claims import should_run
 
 
@@ -74,12 +77,22 @@ def test_forged_records_are_reported(c: Campaign, fields: dict[str, Any], proble
 
 
 def test_a_completion_without_its_successors_is_reported(c: Campaign) -> None:
+    # t1 works on h1, and a scored packet of h1 is recorded under it: its completion owes the
+    # judging todo (a fact of the log the executor's result cannot unsay).
+    r = ResearchLoop(c.ledger, c.owner)
+    r.contract()
+    r.propose("h1")
+    append_packet(c.ledger, Credentials("ex-1", c.tokens["ex-1"]), {
+        "hypothesis_id": "h1", "status": "scored",
+        "results": [{"split": "dev", "metric": "acc", "seed": s, "value": 0.95}
+                    for s in (0, 1, 2)]}, under=("t1", 1))
     head = c.head()
     forge(c, schema_version="todo_event_v0",
-          payload={"event": "completed", "result": {"status": "scored"}})
+          payload={"event": "completed", "result": {"status": "failed"}})
     report = verify_store(c.ledger.store)
     assert not report.ok and report.first_bad_seq == head + 1
-    assert "must follow in the same batch are missing: successor todo" in (report.problem or "")
+    assert ("must follow in the same batch are missing: successor todo t1.judge_dev_attempt"
+            in (report.problem or ""))
 
 
 def test_a_claim_that_skips_the_queue_is_reported(c: Campaign) -> None:

@@ -206,23 +206,28 @@ async def evaluator_dev(ev: Lane) -> None:
 
 
 async def evaluator_heldout(ev: Lane) -> None:
+    # The chain of successor todos: the held-out judgement asks for a gate check, the gate check
+    # for a decision, the decision for the narrator's story (each read from the log).
     todo, epoch, _ = await claim_next(ev, "judge_evidence")
     judged = await ev("judge_evidence", hypothesis_id="h1", split="heldout")
     assert judged["verdict"] == "supports"
+    await ev("complete", todo_id=todo, epoch=epoch, result={"split": "heldout"})
+    todo, epoch, _ = await claim_next(ev, "review_gate")
     [h1] = (await ev("frontier"))["hypotheses"]
     assert h1["next_action"] == "audit_novelty"  # the hypothesis claims novelty
     await ev("audit_novelty", hypothesis_id="h1", verdict="novel", note="not seen before",
              refs=[{"kind": "paper", "ref": "arXiv:1512.03385"}])
     gate = await ev("check_gate", hypothesis_id="h1")
     assert gate["passed"], gate
+    await ev("complete", todo_id=todo, epoch=epoch, result={"gate": "passed"})
+    todo, epoch, _ = await claim_next(ev, "decide")
     [candidate] = (await ev("candidates"))["promotion"]
     assert candidate["hypothesis_id"] == "h1"
     await ev("decide", hypothesis_id="h1", outcome="promoted")
     await ev("add_finding", kind="computed_result",
              statement="the wider model beats the baseline on held-out data",
              evidence=[{"kind": "record", "ref": judged["event_id"]}], confidence="high")
-    await ev("complete", todo_id=todo, epoch=epoch,
-             result={"split": "heldout", "verdict": "supports", "decided": "promoted"})
+    await ev("complete", todo_id=todo, epoch=epoch, result={"decided": "promoted"})
 
 
 async def narrator(narr: Lane, owner: Owner) -> list[dict[str, Any]]:

@@ -18,8 +18,13 @@ from click.testing import CliRunner
 
 import loopx
 from loopx.cli import cli
+from loopx.kernel.checks import Credentials
 from loopx.kernel.domains import installed
 from loopx.layers import group_of, rank
+from loopx.research.operations import append_packet
+from loopx.testing.research import ResearchLoop
+from loopx.work.todos import add_todos
+from loopx.workspace import find_workspace
 
 PACKAGE = str(Path(loopx.__file__).resolve().parent)
 MAX_MODULES = 8
@@ -64,13 +69,22 @@ def _run(ws: Path, *args: str, token: str = "", agent: str = "") -> str:
 def test_todo_complete_travels_through_few_modules_and_never_turns_up(tmp_path: Path) -> None:
     _run(tmp_path, "init", "--goal-id", "path", "--owner-token-file", str(tmp_path / "owner"))
     owner = (tmp_path / "owner").read_text().strip()
-    token = json.loads(_run(tmp_path, "agent", "register", "--agent-id", "ex-1", "--role",
-                            "research_executor", "--json", token=owner))["token"]
-    _run(tmp_path, "todo", "add", "--todo-id", "t1", "--title", "dev eval", "--role",
-         "research_executor", "--action", "run_dev_eval", "--hypothesis", "h1",
-         token=owner, agent="owner")
+    # A hypothesis with a scored packet under the held todo: the completion owes a judging todo.
+    ledger = find_workspace(tmp_path).ledger()
+    r = ResearchLoop(ledger, Credentials("owner", owner))
+    r.contract()
+    r.propose("h1")
+    add_todos(ledger, r.agents["ev"], [{"todo_id": "t1", "title": "dev eval", "hypothesis_id":
+                                        "h1", "role": "research_executor",
+                                        "action_kind": "run_dev_eval"}])
+    token = str(r.agents["ex"].token)
     todo = json.loads(_run(tmp_path, "quota", "should-run", "--claim", "--json", token=token,
-                           agent="ex-1"))["todo"]
+                           agent="ex"))["todo"]
+    append_packet(ledger, r.agents["ex"], {
+        "hypothesis_id": "h1", "status": "scored",
+        "results": [{"split": "dev", "metric": "acc", "seed": s, "value": 0.95}
+                    for s in (0, 1, 2)]}, under=("t1", todo["epoch"]))
+    ledger.store.close()
     hooks = _registered_hooks()
     path: list[str] = []
     upward: list[str] = []
@@ -98,7 +112,7 @@ def test_todo_complete_travels_through_few_modules_and_never_turns_up(tmp_path: 
     try:
         out = _run(tmp_path, "todo", "complete", todo["todo_id"], "--epoch", str(todo["epoch"]),
                    "--result", '{"status": "scored", "dev": {"verdict": "supports"}}',
-                   "--json", token=token, agent="ex-1")
+                   "--json", token=token, agent="ex")
     finally:
         sys.setprofile(None)
     assert json.loads(out)["successors"], out  # the completion owed its successor todos

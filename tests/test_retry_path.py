@@ -1,7 +1,8 @@
 """The retry path end to end, with real lane processes and the real CLI: an inconclusive dev
 judgement makes the evaluator's successor rule add a retry todo, so the frontier, the retry
 candidates and the executor's should-run all offer the same retry; once the plan's attempts
-are used none of them does, and the frontier shows the retirement instead."""
+are used none of them does, the frontier shows the retirement instead, and the evaluator gets
+the decision todo."""
 
 from __future__ import annotations
 
@@ -120,9 +121,16 @@ def test_an_inconclusive_dev_judgement_is_retried_until_the_attempts_are_used(
     assert retry == []
     assert asked["reason"] == "no_eligible_todo" and asked["todo"] is None
     assert c.cli("frontier", "--agent-id", "ex")["hypotheses"] == []
-    # The rule fired once more, but that todo is moot: open, and never handed out.
-    moot = c.cli("todo", "show", f"{retry_todo}.judge_retry_attempt.retry_after_inconclusive_dev")
-    assert (moot["action_kind"], moot["state"]) == ("retry_attempt", "open")
+    # The retry rule reads the candidates, so it no longer fires: the decision rule does, and
+    # the evaluator that judged gets the decision todo (routed to it by should-run).
+    judged = f"{retry_todo}.judge_retry_attempt"
+    assert run_loopx(c.root, "todo", "show", f"{judged}.retry_after_inconclusive_dev"
+                     ).returncode == 6
+    decide = c.cli("todo", "show", f"{judged}.decide_after_judgement")
+    assert (decide["action_kind"], decide["assigned_to"], decide["state"]) == (
+        "decide", "ev", "open")
+    assert c.cli("quota", "should-run", "--agent-id", "ev")["todo"]["todo_id"] == (
+        f"{judged}.decide_after_judgement")
 
 
 def test_a_failed_attempt_reopens_its_todo_as_the_retry_until_the_attempts_are_used(

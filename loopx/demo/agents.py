@@ -162,43 +162,54 @@ def executor(claim: dict[str, Any]) -> dict[str, Any]:
     seeds = contract["metric"]["seeds"]
     values = evaluate(project, experiment["family"], experiment["parameters"],
                       claim["data"]["location"], seeds)
-    metric = contract["metric"]
-    reading = ("supports" if statistics.fmean(values) >= metric["baseline"] + metric["min_delta"]
-               else "contradicts")
     packet = {"hypothesis_id": claim["hypothesis_id"], "status": "scored",
               "results": [{"split": split, "metric": METRIC, "seed": seed, "value": value}
                           for seed, value in zip(seeds, values, strict=True)]}
+    # No verdict of its own: what follows (judging, then perhaps a held-out run) is decided
+    # from the packet in the log and the evaluator's judgement, not from this result.
     return {"records": [{"schema_version": PACKET, "payload": packet}],
-            "result": {"status": "scored", split: {"verdict": reading}}}
+            "result": {"status": "scored", "split": split}}
 
 
 def evaluator(claim: dict[str, Any]) -> dict[str, Any]:
-    """Judge the attempt with the contract's rule, then decide what the evidence settles:
-    retire what dev or held-out data contradicts, promote what both support once the
-    protected boundary is checked from git."""
+    """One step of the evaluator's chain, as its profile's successor rules hand them out: judge
+    an attempt with the contract's rule (``judge_evidence``), check the protected boundary from
+    git (``review_gate``), or decide what the candidates show (``decide``)."""
+    hypothesis_id = claim["hypothesis_id"]
+    action = os.environ.get("LOOPX_ACTION", "judge_evidence")
+    if action == "review_gate":
+        return {"calls": [{"tool": "gate.check", "args": {"hypothesis_id": hypothesis_id}}],
+                "result": {"gate": "protected_boundary"}}
+    if action == "decide":
+        return _decide(hypothesis_id)
     from loopx.research.evidence import judgement_payload
 
-    hypothesis_id = claim["hypothesis_id"]
     split = "heldout" if claim["todo_id"].endswith("judge_heldout_attempt") else "dev"
     _, view = workspace_view()
     verdict = judgement_payload(view, hypothesis_id, split)["verdict"]
-    calls: list[dict[str, Any]] = [{"tool": "evidence.judge",
-                                    "args": {"hypothesis_id": hypothesis_id, "split": split}}]
-    result: dict[str, Any] = {"split": split, "verdict": verdict}
-    if hypothesis_id in view["hypothesis_decisions"]:
-        return {"calls": calls, "result": result}
-    dev = view["hypotheses"][hypothesis_id]["judgements"].get("dev")
+    return {"calls": [{"tool": "evidence.judge",
+                       "args": {"hypothesis_id": hypothesis_id, "split": split}}],
+            "result": {"split": split, "verdict": verdict}}
+
+
+def _decide(hypothesis_id: str) -> dict[str, Any]:
+    """Promote on a promotion candidate, else retire on the first retirement reason."""
+    from loopx.research.projections import RETIRE_REASONS, row
+
+    _, view = workspace_view()
+    current = row(view, hypothesis_id)
     decide = {"hypothesis_id": hypothesis_id, "decision_id": f"d-{hypothesis_id}"}
-    if verdict == "contradicts":
-        calls.append({"tool": "decision.decide",
-                      "args": {**decide, "outcome": "retired", "reason": "contradicted"}})
-        result["decided"] = "retired"
-    elif split == "heldout" and verdict == "supports" and dev and dev["verdict"] == "supports":
-        if os.environ.get("LOOPX_DEMO_GIT", "1") == "1":
-            calls.append({"tool": "gate.check", "args": {"hypothesis_id": hypothesis_id}})
-        calls.append({"tool": "decision.decide", "args": {**decide, "outcome": "promoted"}})
-        result["decided"] = "promoted"
-    return {"calls": calls, "result": result}
+    if current.decision is not None:
+        return {"result": {"decided": None, "already": current.decision}}
+    if current.promotion is not None:
+        return {"calls": [{"tool": "decision.decide", "args": {**decide, "outcome": "promoted"}}],
+                "result": {"decided": "promoted"}}
+    if current.retirement is not None:
+        reason = next(r for r in RETIRE_REASONS if r in current.retirement["reasons"])
+        return {"calls": [{"tool": "decision.decide",
+                           "args": {**decide, "outcome": "retired", "reason": reason}}],
+                "result": {"decided": "retired", "reason": reason}}
+    return {"result": {"decided": None, "state": current.state}}
 
 
 def narrator(claim: dict[str, Any]) -> dict[str, Any]:

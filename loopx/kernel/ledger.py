@@ -94,6 +94,10 @@ class Ledger:
         advance(self._state, self.store.read(self._state.cursor), self.reducers)
         return self._state
 
+    def folded_seq(self) -> int:
+        """The seq the folded state has reached; inside a plan, the head its batch follows."""
+        return self._advance().seq
+
     def now(self) -> str:
         """The time a read-only query is answered at: the clock, never before the head."""
         from loopx.kernel.store.base import batch_ts

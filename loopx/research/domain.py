@@ -8,8 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 from loopx.kernel.domains import Domain
 from loopx.kernel.errors import ResearchRefused
-from loopx.research import checks, claims, research_plan, state
-from loopx.work.extensions import CLAIM_CHECK, CLAIM_DATA, PASS_OVER
+from loopx.research import checks, claims, conditions, research_plan, state
+from loopx.work.extensions import (
+    CLAIM_CHECK,
+    CLAIM_DATA,
+    PASS_OVER,
+    SUCCESSOR_CONDITIONS,
+)
 from loopx.work.scope import action_of
 
 if TYPE_CHECKING:
@@ -78,5 +83,6 @@ DOMAIN = Domain(
     kinds=kinds,
     refusal=refusal,
     extensions={PASS_OVER: claims.pass_over, CLAIM_CHECK: claims.check_claim,
-                CLAIM_DATA: claims.split_data},
+                CLAIM_DATA: claims.split_data,
+                SUCCESSOR_CONDITIONS: conditions.successor_conditions},
 )

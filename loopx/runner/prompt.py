@@ -195,8 +195,10 @@ def lane_prompt(role: str, profile: dict[str, Any] | None = None) -> str:
     rules = p["successor_todos"]
     if rules:
         lines += ["", "## What follows your work", "",
-                  "When you complete a todo, loopx adds these todos from your `--result` JSON, "
-                  "so report it as it is:"]
+                  "When you complete a todo, loopx adds these todos in the same step. What the "
+                  "log shows decides (the named facts, explained by `loopx lanes show --json`), "
+                  "never what your `--result` says; a test of \"the result\" reads your "
+                  "`--result` JSON, so report it as it is:"]
         lines += [f"- {_rule(rule)}" for rule in rules]
     lines += [
         "",
@@ -243,6 +245,13 @@ def _rule(rule: dict[str, Any]) -> str:
         if op not in ("exists", "absent"):
             words += f" `{json.dumps(cond.get('value'))}`"
         conditions.append(words)
-    when = f" when the result's {' and '.join(conditions)}" if conditions else ""
-    return (f"after `{rule['after_action']}`{when}: a todo for `{rule['target_role']}` to "
-            f"`{rule['action_kind']}` (\"{rule['title']}\")")
+    facts = [f"not `{ref[4:]}`" if ref.startswith("not ") else f"`{ref}`"
+             for ref in rule.get("conditions", [])]
+    when = [f"the log shows {', '.join(facts)}"] if facts else []
+    if conditions:
+        when.append(f"the result's {' and '.join(conditions)}")
+    who = (" (assigned to you)" if rule.get("assign_to_completer")
+           else f" (for agent `{rule['claimed_by']}`)" if rule.get("claimed_by") else "")
+    return (f"after `{rule['after_action']}`{' when ' + ' and '.join(when) if when else ''}: "
+            f"a todo for `{rule['target_role']}` to `{rule['action_kind']}`{who} "
+            f"(\"{rule['title']}\")")

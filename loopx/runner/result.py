@@ -33,7 +33,8 @@ class LaneResult(Model):
     schema_version: Literal["loopx_lane_result_v0"] = SCHEMA
     outcome: Literal["completed", "failed", "released"] = "completed"
     result: dict[str, JsonValue] = Field(
-        default={}, description="the todo's result (successor rules read it)")
+        default={}, description="the todo's result, kept in its completion (only a "
+                                "successor rule's `when` tests read it)")
     records: Annotated[list[dict[str, JsonValue]], Field(max_length=256)] = Field(
         default=[], description="drafts appended with the completion, tied to the held todo")
     calls: Annotated[list[Call], Field(max_length=64)] = []

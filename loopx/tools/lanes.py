@@ -217,13 +217,14 @@ def status(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
 def _profile_drift(ctx: ToolContext, lanes: dict[str, Any]) -> list[str]:
     """Profile files in ``.loopx/lanes/`` that differ from the profiles in force."""
     from loopx.kernel.errors import RecordRejected
-    from loopx.work.profiles import parse_profile
+    from loopx.work.profiles import normal_profile, parse_profile
 
     drift = []
     for path in sorted(ctx.workspace.lanes_dir.glob("*.toml")):
-        recorded = {k: v for k, v in lanes["profiles"].get(path.stem, {}).items() if k != "seq"}
+        recorded = lanes["profiles"].get(path.stem)
         try:
-            if parse_profile(path.name, path.read_bytes()) == recorded:
+            if recorded is not None and \
+                    parse_profile(path.name, path.read_bytes()) == normal_profile(recorded):
                 continue
         except (OSError, RecordRejected):
             pass
@@ -235,11 +236,13 @@ def _profile_drift(ctx: ToolContext, lanes: dict[str, Any]) -> list[str]:
 def lanes_show(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     """The role profiles in force (as recorded in the log)."""
     from loopx.work.scope import role_scope
+    from loopx.work.successors import condition_table
 
     profiles = ctx.view()["profiles"]
     return {"profiles": [{**profile, "effective_scope": {k: list(v) for k, v in
                                                          role_scope(profile["write_scope"]).items()}}
-                         for _, profile in sorted(profiles.items())]}
+                         for _, profile in sorted(profiles.items())],
+            "conditions": {name: c.summary for name, c in sorted(condition_table().items())}}
 
 
 @tool("lanes.apply", params=NoParams, writes=True)

@@ -24,7 +24,7 @@ from loopx.work.should_run import (
     select,
 )
 from loopx.work.state import LaneState, effective
-from loopx.work.successors import successor_todos
+from loopx.work.successors import condition_table, successor_todos, unknown_conditions
 
 RESERVED_AGENTS = ("owner", "loopx-store")
 
@@ -241,14 +241,31 @@ def check_revocation(lanes: LaneState, who: Identity, record: dict[str, Any]) ->
         raise Refused(f"agent {p['agent_id']!r} has no live grant {p['grant_id']}")
 
 
+def check_profile(lanes: LaneState, who: Identity, record: dict[str, Any]) -> None:
+    """A profile's successor rules name only conditions a domain registered (``loopx lanes
+    apply`` says so first, naming the file; this holds a profile appended by hand to it)."""
+    table = condition_table()
+    for i, rule in enumerate(record["payload"].get("successor_todos", [])):
+        unknown = unknown_conditions(rule, table)
+        if unknown:
+            raise Refused(f"profile {record['payload']['role']!r}: successor_todos.{i}.conditions "
+                          f"names unknown condition(s) {', '.join(unknown)}",
+                          hint="`loopx lanes show --json` lists the known ones under conditions")
+
+
 def owed_successors(lanes: LaneState, record: dict[str, Any]) -> list[Expected]:
-    """Successor todos a completion (not yet folded in) must be followed by in its batch."""
+    """Successor todos a completion (not yet folded in) must be followed by in its batch.
+
+    Their conditions read ``lanes`` as it stands here, before the completion: the same state
+    the completing plan saw (with the records ahead of it in the batch), under the lock and
+    again in ``loopx verify``.
+    """
     if record["payload"]["event"] != "completed":
         return []
     todo = lanes["todos"][record["todo_id"]]
     profile = lanes["profiles"].get(record["lane_role"], {})
     wanted = successor_todos(profile, record["todo_id"], todo, record["agent_id"],
-                             record["payload"].get("result", {}), lanes["todos"])
+                             record["payload"].get("result", {}), lanes)
     return [Expected(f"successor todo {w['todo_id']}", lambda r, w=w: _check_successor(r, w))
             for w in wanted]
 

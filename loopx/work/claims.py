@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopx.kernel.checks import Credentials, Identity
-from loopx.kernel.errors import Refused
+from loopx.kernel.checks import Credentials, Identity, check_batch
+from loopx.kernel.errors import LoopxError, Refused
 from loopx.kernel.ledger import Ledger
 from loopx.kernel.store.base import Record
 from loopx.work.leases import add_seconds, lease_live
@@ -130,14 +130,30 @@ def _event(ledger: Ledger, creds: Credentials, todo_id: str, epoch: int,
         records = [*ahead, event]
         if successors and todo["holder"] == who_now.agent_id and todo["epoch"] == epoch:
             profile = lanes["profiles"].get(who_now.role, {})
+            # The rules read the state the check will see at the completion: the records
+            # ahead of it in this batch (the attempt's packet) folded in, at their own seqs.
+            view = _ahead(ledger, lanes, ahead, now)
             drafts = [{"schema_version": "todo_item_v0", "payload": p} for p in
-                      successor_todos(profile, todo_id, todo, who_now.agent_id,
-                                      payload.get("result", {}), lanes["todos"])]
+                      successor_todos(profile, todo_id, view["todos"][todo_id],
+                                      who_now.agent_id, payload.get("result", {}), view)]
             if drafts:
                 records += ledger.prepare(drafts, who_now)
         return records
 
     return ledger.write(creds, plan)
+
+
+def _ahead(ledger: Ledger, lanes: LaneState, ahead: list[Record], now: str) -> LaneState:
+    """``lanes`` with ``ahead`` checked and folded into a scratch overlay, exactly as the batch
+    check will fold them ahead of the completion."""
+    if not ahead:
+        return lanes
+    view = ledger.domains.overlay(lanes)
+    try:
+        check_batch(view, list(ahead), now, ledger.folded_seq() + 1, ledger.domains)
+    except LoopxError:
+        return lanes  # the batch check refuses them itself (and records a research refusal)
+    return view
 
 
 def heartbeat(ledger: Ledger, creds: Credentials, todo_id: str, epoch: int,

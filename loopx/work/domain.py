@@ -60,6 +60,7 @@ DOMAIN = Domain(
         "rollout_event_v0": checks.require_todo,
         "agent_grant_v0": checks.check_grant,
         "agent_revocation_v0": checks.check_revocation,
+        "lane_profile_v0": checks.check_profile,
     },
     kinds=kinds,
     before_fold={"todo_event_v0": checks.owed_successors},

@@ -1,4 +1,5 @@
-"""Where higher domains add rules to the lanes: selection, claims and the claim packet.
+"""Where higher domains add rules to the lanes: selection, claims, the claim packet, and the
+facts successor rules may require.
 
 The lanes know nothing of campaigns or research; governance and research register hooks under
 these names in their :class:`~loopx.kernel.domains.Domain`, and the lanes call them through
@@ -7,6 +8,7 @@ these names in their :class:`~loopx.kernel.domains.Domain`, and the lanes call t
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +20,9 @@ PASS_OVER = "work.pass_over"
 CLAIM_CHECK = "work.claim_check"
 # (view, todo, reveal) -> dict | None: the ``data`` of a claim packet (which split, where).
 CLAIM_DATA = "work.claim_data"
+# () -> Mapping[str, SuccessorCondition]: the named facts of the log a successor rule's
+# ``conditions`` may require of the todo that completes (its hypothesis' evidence, say).
+SUCCESSOR_CONDITIONS = "work.successor_conditions"
 
 
 @dataclass(frozen=True)
@@ -36,3 +41,17 @@ class PassOver:
 
     reason: str | None
     detail_key: str | None
+
+
+@dataclass(frozen=True)
+class SuccessorCondition:
+    """A fact a successor rule may require, read from folded state, never from the completer's
+    result: ``holds(view, todo_id, todo)`` sees the state before the completion is folded in
+    (the records ahead of it in its batch included), so the write path and ``loopx verify``
+    agree. It must read state only: no clock, no files."""
+
+    summary: str
+    holds: Callable[[dict[str, Any], str, dict[str, Any]], bool]
+
+
+ConditionTable = Mapping[str, SuccessorCondition]

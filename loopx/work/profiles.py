@@ -70,18 +70,41 @@ def load_profiles(directory: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+def normal_profile(recorded: dict[str, Any]) -> dict[str, Any]:
+    """A profile as recorded in the log, in the form :func:`parse_profile` gives today (fields
+    added since it was recorded at their defaults), to compare with a file."""
+    from loopx.work.records import LaneProfileV0
+
+    plain = {k: v for k, v in recorded.items() if k != "seq"}
+    return LaneProfileV0.model_validate(plain).model_dump(mode="json")
+
+
 def check_references(profiles: dict[str, dict[str, Any]], known_roles: set[str]) -> None:
-    """Refuse successor rules and todo targets that name a role that will not exist.
+    """Refuse successor rules and todo targets that name a role that will not exist, and
+    successor conditions no domain registered.
 
     Raises:
         RecordRejected: naming the file and field.
     """
+    from loopx.work.successors import condition_table
+
     roles = known_roles | set(profiles)
+    table = condition_table()
     problems = []
     for role, profile in sorted(profiles.items()):
         for i, rule in enumerate(profile["successor_todos"]):
             target = profiles.get(rule["target_role"])
             where = f"{role}.toml.successor_todos.{i}"
+            for j, ref in enumerate(rule.get("conditions", [])):
+                if ref.removeprefix("not ") not in table:
+                    problems.append(FieldProblem(
+                        f"{where}.conditions.{j}",
+                        f"unknown condition {ref.removeprefix('not ')!r} (known: "
+                        f"{', '.join(sorted(table)) or 'none'})"))
+            if rule.get("assign_to_completer") and rule["target_role"] != role:
+                problems.append(FieldProblem(f"{where}.assign_to_completer",
+                                             f"the completer is a {role}, not a "
+                                             f"{rule['target_role']}: it cannot be assigned"))
             if rule["target_role"] not in roles:
                 problems.append(FieldProblem(f"{where}.target_role",
                                              f"no role {rule['target_role']!r}"))

@@ -3,7 +3,7 @@ todo changes and rollout steps."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, JsonValue, model_validator
 
@@ -39,6 +39,23 @@ class TodoItemV0(Model):
     source_todo_id: Identifier | None = None
     successor_rule_id: Identifier | None = None
     context: dict[str, JsonValue] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _claimed_by(cls, data: Any) -> Any:
+        # The lane contract calls a todo's assignee ``claimed_by``: a draft may use that name,
+        # and the record stores it as ``assigned_to`` (one field, one meaning; old logs as-is).
+        if not isinstance(data, dict) or "claimed_by" not in data:
+            return data
+        data = dict(data)
+        claimed = data.pop("claimed_by")
+        if claimed is None:
+            return data
+        if data.get("assigned_to") not in (None, claimed):
+            raise ValueError("claimed_by and assigned_to name different agents (claimed_by is "
+                             "the lane contract's name for assigned_to: give one)")
+        data["assigned_to"] = claimed
+        return data
 
 
 class AutoResearchLaneClaimV1(Model):
@@ -142,18 +159,39 @@ class Condition(Model):
         return self
 
 
+# A named fact of the log (registered at work.successor_conditions), or "not NAME".
+ConditionRef = Annotated[str, Field(pattern=r"^(not )?[a-z][a-z0-9_]{0,63}$")]
+
+
 class SuccessorRule(Model):
-    """After a todo with ``after_action`` completes and every condition holds, add a todo."""
+    """After a todo with ``after_action`` completes and every condition holds, add a todo.
+
+    ``conditions`` name facts of the log (the completed todo's hypothesis, its evidence), which
+    the completer cannot type in; ``when`` tests the completer's own result, its word only.
+    """
 
     rule_id: Identifier
     after_action: Identifier
-    when: Annotated[list[Condition], Field(max_length=32)] = []
+    conditions: Annotated[list[ConditionRef], Field(max_length=32)] = Field(
+        default=[], description="named facts of the log that must all hold ('not NAME' negates)")
+    when: Annotated[list[Condition], Field(max_length=32)] = Field(
+        default=[], description="tests of the completer's result (self-reported, not evidence)")
     target_role: Identifier
     action_kind: Identifier
     title: ShortText
     text: LongText = ""
+    claimed_by: Identifier | None = Field(
+        default=None, description="the agent the successor is for (its assigned_to), if it is a "
+                                  "live agent of target_role when the rule fires")
     assign_to_completer: bool = False
     priority: int = 0
+
+    @model_validator(mode="after")
+    def _one_assignee(self) -> SuccessorRule:
+        if self.claimed_by is not None and self.assign_to_completer:
+            raise ValueError("claimed_by and assign_to_completer both name the assignee: "
+                             "give one")
+        return self
 
 
 class LaneProfileV0(Model):

@@ -1,14 +1,26 @@
-"""Successor rules: typed conditions on a completion's result that add the next todo.
+"""Successor rules: named facts of the log (and, for what is not evidence, tests of the
+completion's result) that add the next todo.
 
 A rule belongs to the completing agent's role profile and is applied in the same locked step as
-the completion. The successor's todo id is derived from the source todo and the rule, so a rule
-fires at most once per source todo whatever is retried.
+the completion. Its ``conditions`` are facts higher domains register at
+:data:`~loopx.work.extensions.SUCCESSOR_CONDITIONS` (research: the hypothesis' judgements,
+packets, candidates), read from the state folded before the completion, so a completer cannot
+make or suppress a successor by what it types as its result. The successor's todo id is derived
+from the source todo and the rule, so a rule fires at most once per source todo whatever is
+retried.
 """
 
 from __future__ import annotations
 
 import hashlib
 from typing import Any
+
+from loopx.kernel.domains import installed
+from loopx.work.extensions import (
+    SUCCESSOR_CONDITIONS,
+    ConditionTable,
+    SuccessorCondition,
+)
 
 _MISSING = object()
 
@@ -65,14 +77,80 @@ def condition_holds(condition: dict[str, Any], result: dict[str, Any]) -> bool:
     return {"gt": found > want, "ge": found >= want, "lt": found < want, "le": found <= want}[op]
 
 
+def condition_table() -> dict[str, SuccessorCondition]:
+    """Every named fact a successor rule may require, from the installed domains.
+
+    Raises:
+        ValueError: two domains register the same name.
+    """
+    table: dict[str, SuccessorCondition] = {}
+    for hook in installed().extensions(SUCCESSOR_CONDITIONS):
+        found: ConditionTable = hook()
+        for name, condition in found.items():
+            if name in table:
+                raise ValueError(f"successor condition {name!r} is registered twice")
+            table[name] = condition
+    return table
+
+
+def unknown_conditions(rule: dict[str, Any], table: ConditionTable) -> list[str]:
+    """The names a rule's ``conditions`` use that no domain registered."""
+    return [ref for ref in rule.get("conditions", [])
+            if ref.removeprefix("not ") not in table]
+
+
+class _Facts:
+    """The named facts of one completion, each read from the state at most once."""
+
+    def __init__(self, view: dict[str, Any], todo_id: str, todo: dict[str, Any]) -> None:
+        self.view, self.todo_id, self.todo = view, todo_id, todo
+        self.table: dict[str, SuccessorCondition] | None = None
+        self.known: dict[str, bool | None] = {}
+
+    def holds(self, ref: str) -> bool:
+        name = ref.removeprefix("not ")
+        if name not in self.known:
+            if self.table is None:
+                self.table = condition_table()
+            condition = self.table.get(name)
+            self.known[name] = (None if condition is None
+                                else bool(condition.holds(self.view, self.todo_id, self.todo)))
+        known = self.known[name]
+        # An unknown name never holds, negated or not: a rule that cannot be read fires
+        # nothing (the profile checks refuse such names before they are recorded).
+        return known is not None and known != ref.startswith("not ")
+
+
+def _assignee(rule: dict[str, Any], completer: str, view: dict[str, Any]) -> str | None:
+    if rule.get("assign_to_completer"):
+        return completer
+    named = rule.get("claimed_by")
+    if named is None:
+        return None
+    agent = view["agents"].get(named)
+    # A rule cannot know the agents registered later: one it names that is gone (or of
+    # another role) leaves the todo to any agent of the role rather than refuse the completion.
+    if agent is None or agent["revoked"] or agent["role"] != rule["target_role"]:
+        return None
+    return str(named)
+
+
 def successor_todos(profile: dict[str, Any], todo_id: str, todo: dict[str, Any], completer: str,
-                    result: dict[str, Any], todos: Any) -> list[dict[str, Any]]:
-    """The todo payloads the completer's rules add after ``todo_id`` completes with ``result``."""
+                    result: dict[str, Any], view: dict[str, Any]) -> list[dict[str, Any]]:
+    """The todo payloads the completer's rules add after ``todo_id`` completes with ``result``.
+
+    ``view`` is the state before the completion is folded in (the records ahead of it in its
+    batch included): every named condition is read from it.
+    """
     out = []
+    todos = view["todos"]
+    facts = _Facts(view, todo_id, todo)
     for rule in profile.get("successor_todos", []):
         if rule["after_action"] != todo["action_kind"]:
             continue
         if not all(condition_holds(c, result) for c in rule.get("when", [])):
+            continue
+        if not all(facts.holds(ref) for ref in rule.get("conditions", [])):
             continue
         inherited = todo.get("unblocks")
         if inherited is not None and todos.get(inherited, {}).get("status") != "open":
@@ -87,8 +165,9 @@ def successor_todos(profile: dict[str, Any], todo_id: str, todo: dict[str, Any],
             "source_todo_id": todo_id,
             "successor_rule_id": rule["rule_id"],
         }
-        if rule.get("assign_to_completer"):
-            payload["assigned_to"] = completer
+        assignee = _assignee(rule, completer, view)
+        if assignee is not None:
+            payload["assigned_to"] = assignee
         if todo.get("hypothesis_id") is not None:
             payload["hypothesis_id"] = todo["hypothesis_id"]
         if inherited is not None:
