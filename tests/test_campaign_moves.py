@@ -31,6 +31,7 @@ CONTRACT: dict[str, Any] = {
     "objective": {"name": "digits", "prompt": "beat the linear baseline", "domain": "vision"},
     "metric": {"name": "acc", "direction": "maximize", "baseline": 0.9, "seeds": [0, 1, 2]},
     "evaluation": {"dev": {"name": "dev"}, "heldout": {"name": "heldout"}},
+    "protected_scope": ["eval/"],
     "promotion_policy": {"required_gates": ["heldout"], "max_attempts": 1},
     "stop_policy": {"max_consecutive_failed_iterations": 2},
 }

@@ -27,6 +27,7 @@ CONTRACT: dict[str, Any] = {
     "metric": {"name": "acc", "direction": "maximize", "baseline": 0.9, "seeds": [0, 1, 2],
                "target": 0.93},
     "evaluation": {"dev": {"name": "dev"}, "heldout": {"name": "heldout"}},
+    "protected_scope": ["eval/"],
     "promotion_policy": {"required_gates": ["heldout"], "max_attempts": 1},
     "stop_policy": {"max_consecutive_failed_iterations": 1},
 }

@@ -48,7 +48,8 @@ def ws(tmp_path: Path) -> tuple[Path, dict[str, str]]:
                            token=tokens["owner"])["token"]
     ok(tmp_path, "contract", "init", "--prompt", "Beat the baseline.", "--metric", "acc",
        "--direction", "maximize", "--baseline", "0.9", "--seeds", "0,1",
-       "--set", f"novelty_boundary={BOUNDARY}", token=tokens["cur"], agent="cur")
+       "--protected", "eval/", "--set", f"novelty_boundary={BOUNDARY}", token=tokens["cur"],
+       agent="cur")
     ok(tmp_path, "todo", "add", "--todo-id", "p1", "--title", "propose", "--role",
        "hypothesis_proposer", "--action", "propose_hypothesis", "--assign", "prop",
        token=tokens["owner"], agent="owner")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from lanes_support import Campaign, campaign
+from lanes_support import RESULT_RULES, Campaign, campaign, record_rules
 
 from loopx.kernel.checks import Credentials
 from loopx.kernel.errors import Forbidden, NotFound, RecordRejected, Refused, StaleLease
@@ -228,6 +228,14 @@ def test_only_the_adding_role_or_the_owner_may_change_a_todo(c: Campaign) -> Non
 
 
 def test_a_successor_counts_as_added_by_the_completers_role(c: Campaign) -> None:
+    # Rules on the completer's own result (an owner may record such rules): successors without
+    # evidence to read, so the test is only about who made them.
+    record_rules(c, "evaluator_promoter", [
+        {"rule_id": "refine_after_supported_dev", "after_action": "judge_evidence",
+         "when": [{"path": "verdict", "op": "eq", "value": "supports"}],
+         "target_role": "hypothesis_proposer", "action_kind": "refine_hypothesis",
+         "title": "Refine a hypothesis its dev evidence supports"}])
+    record_rules(c, "research_executor", RESULT_RULES)
     ev = c.agent("ev-1", "evaluator_promoter")
     prop = c.agent("hp-1", "hypothesis_proposer")
     c.todo("judge", role="evaluator_promoter", action_kind="judge_evidence", hypothesis_id="h1")
