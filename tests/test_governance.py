@@ -36,6 +36,9 @@ CONTRACT: dict[str, Any] = {
     "budget": {"max_cpu_hours": 4.0, "max_experiments": 5},
     "stop_policy": {"max_iterations": 4, "patience_iterations": 2},
     "denied_tools": ["lab.delete_run"],
+    # The campaign's own tools and their risk classes (an undeclared one is destructive).
+    "tool_risks": {"lab.inspect": "read", "lab.peek": "read", "lab.train": "compute",
+                   "lab.fetch": "external"},
 }
 
 
