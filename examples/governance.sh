@@ -29,7 +29,8 @@ step contract init --agent-id cur --token-file cur.token \
     --domain vision --metric accuracy --direction maximize --baseline 0.97 --seeds 0,1,2 \
     --protected eval/ --budget experiments=2 --budget gpu_hours=4 \
     --set stop_policy.max_iterations=10 --set stop_policy.patience_iterations=3 \
-    --allow-tool 'lab.*' --allow-tool 'loopx.*' --deny-tool lab.delete_data
+    --allow-tool 'lab.*' --allow-tool 'loopx.*' --deny-tool lab.delete_data \
+    --tool-risk lab.train=compute --tool-risk lab.fetch=external
 step contract amend --agent-id cur --token-file cur.token \
     --reason "a run takes up to 3 GPU hours" --set budget.max_gpu_hours=6
 step contract show

@@ -14,5 +14,5 @@ from loopx.narrator.domain import DOMAIN as NARRATOR
 from loopx.research.domain import DOMAIN as RESEARCH
 from loopx.work.domain import DOMAIN as WORK
 
-FOLD_VERSION = 12
+FOLD_VERSION = 13
 DOMAINS = Domains((WORK, GOVERNANCE, RESEARCH, NARRATOR), version=FOLD_VERSION)

@@ -38,6 +38,9 @@ CONTRACT: dict[str, Any] = {
     "denied_tools": ["lab.delete_run"],
     "protected_scope": ["eval/"],
     "promotion_policy": {"required_gates": ["heldout"]},
+    # The campaign's own tools and their risk classes (an undeclared one is destructive).
+    "tool_risks": {"lab.inspect": "read", "lab.peek": "read", "lab.train": "compute",
+                   "lab.fetch": "external"},
 }
 
 

@@ -32,6 +32,9 @@ CONTRACT: dict[str, Any] = {
     "evaluation": {"dev": {"name": "dev"}, "heldout": {"name": "heldout"}},
     "protected_scope": ["eval/"],
     "budget": {"max_cpu_hours": 100.0},
+    # The campaign's own tools and their risk classes (an undeclared one is destructive).
+    "tool_risks": {"lab.train": "compute", "lab.fetch": "external", "lab.peek": "read",
+                   "lab.write": "write"},
 }
 
 
@@ -65,7 +68,9 @@ def test_cli_refusals_name_the_problem_and_write_nothing(ws: dict[str, Any]) -> 
     t = ws["tokens"]
     contract_args = ("contract", "init", "--agent-id", "cur", "--prompt", "Beat the baseline.",
                      "--metric", "acc", "--direction", "maximize", "--baseline", "0.9",
-                     "--seeds", "0,1", "--protected", "eval/")
+                     "--seeds", "0,1", "--protected", "eval/", "--tool-risk", "lab.train=compute",
+                     "--tool-risk", "lab.peek=read", "--tool-risk", "lab.x=read", "--tool-risk",
+                     "lab.fetch=external")
     err = refused(ws, 2, "both allowed and denied", *contract_args, "--allow-tool", "lab.x",
                   "--deny-tool", "lab.x", token=t["cur"])
     assert err["problems"][0]["field"] == "payload.denied_tools"

@@ -16,6 +16,7 @@ from loopx.testing.research import ResearchLoop
 from loopx.work.claims import should_run
 from loopx.work.profiles import packaged_profiles, parse_profile
 from loopx.work.scope import KIND_ACTIONS, OWNER_ROLE, role_scope
+from loopx.work.should_run import claim_fields
 
 PROFILES = {p["role"]: p for p in (parse_profile(n, d) for n, d in packaged_profiles().items())}
 ROLES = sorted(PROFILES) + [OWNER_ROLE]
@@ -35,6 +36,7 @@ CONTRACT = {
     "metric": {"name": "acc", "direction": "maximize", "baseline": 0.5, "seeds": [0, 1]},
     "evaluation": {"dev": {"name": "dev"}, "heldout": {"name": "heldout"}},
     "protected_scope": ["eval/"],
+    "tool_risks": {"lab.inspect": "read", "lab.train": "compute"},
 }
 
 
@@ -62,7 +64,8 @@ BEFORE = {"planned": (), "ready": ("planned",), "running": ("planned", "ready"),
 
 
 def proposal(proposal_id: str, risk: str, needs: bool) -> dict[str, Any]:
-    return {"proposal_id": proposal_id, "name": "n", "tool": "lab.train", "risk": risk,
+    tool = "lab.inspect" if risk == "read" else "lab.train"  # the contract's tool_risks
+    return {"proposal_id": proposal_id, "name": "n", "tool": tool, "risk": risk,
             "reason": "r", "eligible": True, "requires_approval": needs, "contract_version": 1}
 
 
@@ -270,6 +273,8 @@ def draft(c: Campaign, role: str, agent: str, kind: str, action: str,
     if kind == "todo_change_v0":
         return todo_change_draft(c, role, action, creds)
     if kind == "auto_research_lane_claim_v1":
+        if agent in c.lanes["agents"]:  # the packet as loopx computes it (its write check)
+            return {"todo_id": "free", "epoch": 1, "payload": claim_fields(c.lanes, agent, "free")}
         return {"todo_id": "free", "epoch": 1,
                 "payload": {"capability_token": role,
                             "lease_ttl_seconds": PROFILES.get(role, PROFILES["research_executor"])[

@@ -129,6 +129,7 @@ def packet(split: str, values: list[float], commits: tuple[str, str], todo: str,
 async def curator(cur: Lane) -> None:
     todo, epoch, _ = await claim_next(cur, "define_contract")
     contract = {**CONTRACT, "mode": "bounded", "approval_required_for": ["compute"],
+                "tool_risks": {"gpu.train": "compute"},
                 "editable_scope": ["model.py"], "protected_scope": ["eval/"],
                 "promotion_policy": {"required_gates": ["protected_boundary", "heldout"]}}
     made = await cur("init_contract", contract=contract)

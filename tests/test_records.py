@@ -27,6 +27,7 @@ from loopx.research.projections import row
 from loopx.testing.lanes import LONG_LEASE, executor_writer
 from loopx.work.agents import register_agent
 from loopx.work.claims import should_run
+from loopx.work.should_run import claim_fields
 from loopx.work.todos import add_todos
 from loopx.workspace import bootstrap_log
 
@@ -37,6 +38,7 @@ VALID: dict[str, dict[str, Any]] = {
         "metric": {"name": "acc", "direction": "maximize", "baseline": 0.5, "seeds": [0, 1]},
         "evaluation": {"dev": {"name": "dev"}, "heldout": {"name": "heldout"}},
         "protected_scope": ["eval/"],
+        "tool_risks": {"lab.inspect": "read", "lab.train": "compute"},
     },
     "research_hypothesis_v0": {
         "hypothesis_id": "h1", "title": "t", "statement": "s", "mechanism_family": "m",
@@ -211,6 +213,9 @@ def bound(lanes: Lanes, kind: str) -> dict[str, Any]:
     view = lanes.ledger.state()["lanes"]
     if kind == "research_evidence_event_v0":
         return judgement_payload(view, "h1", "dev")
+    if kind == "auto_research_lane_claim_v1":
+        # The packet describes the claim exactly as loopx computes it (its write check).
+        return {**VALID[kind], **claim_fields(view, "claimer", "claimer-work")}
     if kind == "research_decision_v0":
         current = row(view, "h1")
         assert current.retirement is not None, current
@@ -243,7 +248,8 @@ def test_every_owner_kind_has_a_valid_example() -> None:
         assert records[kind]["agent_id"] == "owner"
     append(lanes, {"payload": VALID["research_contract_v0"]}, "research_contract_v0")
     append(lanes, {"payload": {**VALID["action_proposal_v0"], "proposal_id": "p2",
-                               "risk": "compute", "requires_approval": True}},
+                               "tool": "lab.train", "risk": "compute",
+                               "requires_approval": True}},
            "action_proposal_v0")
     [approval] = append(lanes, {"payload": OWNER_VALID["approval_v0"]}, "approval_v0")
     assert (approval["agent_id"], approval["visibility"]) == ("owner", "private")

@@ -71,6 +71,9 @@ def contract() -> None:
               help="A tool the campaign may never use (repeatable).")
 @click.option("--budget", "budget", multiple=True, metavar="RESOURCE=N",
               help="A ceiling, e.g. cpu_hours=10 (repeatable; 0 = no limit).")
+@click.option("--tool-risk", "tool_risks", multiple=True, metavar="TOOL=RISK",
+              help="The risk class of one of the campaign's own tools, e.g. lab.train=compute "
+                   "(repeatable; globs like lab.* work; an undeclared tool is destructive).")
 @click.option("--set", "settings", multiple=True, metavar="PATH=VALUE",
               help="Any other field by dotted path, e.g. stop_policy.max_iterations=8.")
 @click.option("--contract-id", metavar="ID", help="The contract's id (default: the goal id).")
@@ -86,7 +89,8 @@ def contract_init(ctx: click.Context, source: Path | None, prompt: str | None, n
                   protected_commit: str | None, editable: tuple[str, ...],
                   dev_location: str | None, heldout_location: str | None, mode: str,
                   allowed: tuple[str, ...], denied: tuple[str, ...], budget: tuple[str, ...],
-                  settings: tuple[str, ...], contract_id: str | None, dry_run: bool,
+                  tool_risks: tuple[str, ...], settings: tuple[str, ...],
+                  contract_id: str | None, dry_run: bool,
                   agent_id: str | None, token_file: Path | None, as_json: bool) -> None:
     """Write the contract's first version (curator token): from --file, or a prompt plus flags."""
     from loopx.governance.contract import (
@@ -127,6 +131,9 @@ def contract_init(ctx: click.Context, source: Path | None, prompt: str | None, n
     flags = scope_settings(baseline_hypothesis=baseline_hypothesis, protected=protected,
                            protected_commit=protected_commit, editable=editable,
                            dev_location=dev_location, heldout_location=heldout_location)
+    if tool_risks:  # applied like --set tool_risks={...}, before --set
+        flags.append(("tool_risks", {**(payload.get("tool_risks") or {}),
+                                     **key_values(tool_risks, "--tool-risk")}))
     payload = apply_settings(payload, flags + list(key_values(settings, "--set").items()))
     if dry_run:
         _dry_run(ctx, payload, as_json)
@@ -199,6 +206,9 @@ def contract_show(ctx: click.Context, version: int | None, as_json: bool) -> Non
     lines.append("budget: " + (", ".join(f"{k} {v:g}" for k, v in limits.items()) or "no limits"))
     lines.append(f"tools: allowed {', '.join(c['allowed_tools']) or 'any not denied'}; "
                  f"denied {', '.join(c['denied_tools']) or 'none'}")
+    if c.get("tool_risks"):
+        lines.append("tool risks: " + ", ".join(f"{t} {r}" for t, r in c["tool_risks"].items())
+                     + "; any other tool outside loopx destructive")
     if c["missing_metadata"]:
         lines.append(f"missing metadata: {', '.join(c['missing_metadata'])}")
     for v in out["versions"][1:]:

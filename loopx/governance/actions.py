@@ -17,6 +17,7 @@ from loopx.governance.rules import (
     loopx_tool_risk,
     proposal_state,
     tool_eligible,
+    tool_risk,
     unknown_tool,
 )
 from loopx.governance.state import approval_subjects, current_contract
@@ -40,35 +41,62 @@ def propose(ledger: Ledger, creds: Credentials, *, name: str, tool: str, reason:
             proposal_id: str | None = None) -> dict[str, Any]:
     """Record a proposal judged under the contract in force; returns it with its verdict.
 
-    A ``loopx.*`` tool's risk defaults to (and must equal) its registered risk class.
+    The risk defaults to the one loopx reconstructs for the tool (a ``loopx.*`` tool's
+    registered class, the contract's ``tool_risks`` entry); a stated risk must equal it, except
+    that a tool the contract does not declare is raised to ``destructive`` whatever was stated
+    (``risk_raised_from`` in the answer says from what).
 
     Raises:
-        Refused: no contract, a duplicate id; RecordRejected: a bad field or a secret.
+        Refused: no contract, a duplicate id, a risk other than a declared or registered one;
+        RecordRejected: a bad field or a secret; UsageProblem: an unknown ``loopx.`` tool, or
+        no risk for a tool outside loopx under a contract that declares no tool risks.
     """
     if risk is None:
         try:
-            risk = loopx_tool_risk(tool)
+            loopx_tool_risk(tool)
         except KeyError:
             raise UsageProblem(unknown_tool(tool)) from None
-        if risk is None:
-            raise UsageProblem("--risk is required for a tool outside loopx "
-                               "(read, write, compute, external or destructive)")
     pid = proposal_id or new_id("prop")
+    raised: list[str] = []
 
     def plan(view: LaneState, who: Identity, now: str) -> list[Record]:
         contract = current_contract(view)
         if contract is None:
             raise Refused("there is no contract to judge a proposal under",
                           hint="the curator writes one with `loopx contract init`")
+        stated = _risk(contract, tool, risk, raised)
         eligible, _ = tool_eligible(contract, tool)
         return ledger.prepare({"schema_version": "action_proposal_v0", "payload": {
             "proposal_id": pid, "name": name, "tool": tool, "arguments": arguments or {},
-            "risk": risk, "reason": reason, "estimated_cost": estimated_cost or {},
-            "eligible": eligible, "requires_approval": approval_required(contract, risk),
+            "risk": stated, "reason": reason, "estimated_cost": estimated_cost or {},
+            "eligible": eligible, "requires_approval": approval_required(contract, stated),
             "contract_version": contract["version"]}}, who)
 
     [record] = ledger.write(creds, plan)
-    return {**proposal_row(ledger.state()["lanes"], pid), "seq": record["seq"]}
+    return {**proposal_row(ledger.state()["lanes"], pid), "seq": record["seq"],
+            "risk_raised_from": raised[-1] if raised else None}
+
+
+def _risk(contract: dict[str, Any], tool: str, stated: str | None, raised: list[str]) -> str:
+    """The risk a proposal records: the stated one, or the one loopx reconstructs when none is
+    stated; an undeclared campaign tool's is raised to destructive (appending the stated risk to
+    ``raised``). A stated risk other than a declared or registered one is left for the write
+    check to refuse, naming the field (an unknown ``loopx.`` tool too)."""
+    try:
+        rule = tool_risk(contract, tool)
+    except KeyError:
+        assert stated is not None  # without one, an unknown loopx tool is refused before the lock
+        return stated
+    if stated is None:
+        if rule is None:
+            raise UsageProblem("--risk is required for a tool outside loopx: the contract in "
+                               "force declares no tool risks (read, write, compute, external "
+                               "or destructive)")
+        return rule.risk
+    if rule is not None and rule.source == "undeclared" and stated != rule.risk:
+        raised.append(stated)
+        return rule.risk
+    return stated
 
 
 def find_subject(view: LaneState, subject_id: str, kind: str | None = None) -> str:

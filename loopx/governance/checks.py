@@ -23,9 +23,9 @@ from loopx.governance.rules import (
     action_phrase,
     approval_required,
     campaign_block,
-    loopx_tool_risk,
     todo_over_budget,
     tool_eligible,
+    tool_risk,
     transition_allowed,
     unknown_tool,
 )
@@ -157,12 +157,7 @@ def _check_proposal(view: View, who: Identity, record: Record) -> None:
                       hint="the curator writes one with `loopx contract init`")
     if p["proposal_id"] in view["proposals"]:
         raise Refused(f"proposal {p['proposal_id']!r} already exists")
-    try:
-        registered = loopx_tool_risk(p["tool"])
-    except KeyError:
-        raise Refused(unknown_tool(p["tool"])) from None
-    if registered is not None and p["risk"] != registered:
-        raise Refused(f"{p['tool']} is a {registered} tool, not {p['risk']}")
+    _check_risk(contract, p)
     eligible, _ = tool_eligible(contract, p["tool"])
     needs = approval_required(contract, p["risk"])
     if (p["eligible"], p["requires_approval"], p["contract_version"]) != (
@@ -173,6 +168,28 @@ def _check_proposal(view: View, who: Identity, record: Record) -> None:
         raise Refused(f"{action_phrase(p['risk'], contract)} needs the owner's approval, "
                       "and no one approves their own proposal",
                       hint="have an agent propose it, or amend the contract's approval rules")
+
+
+def _check_risk(contract: dict[str, Any], p: dict[str, Any]) -> None:
+    """A proposal states the risk loopx reconstructs for its tool (``rules.tool_risk``): a
+    loopx tool's registered one, the contract's declared one, or destructive for a tool of the
+    campaign's that the contract does not declare; never a lower one of the proposer's."""
+    tool, stated = p["tool"], p["risk"]
+    try:
+        rule = tool_risk(contract, tool)
+    except KeyError:
+        raise Refused(unknown_tool(tool)) from None
+    if rule is None or stated == rule.risk:
+        return
+    if rule.source == "registered":
+        raise Refused(f"{tool} is a {rule.risk} tool, not {stated}")
+    if rule.source == "declared":
+        raise Refused(f"risk: the contract declares {tool} {rule.risk} (tool_risks entry "
+                      f"{rule.pattern!r}), not {stated}")
+    raise Refused(f"risk: {tool} is not in the contract's tool_risks, so it is treated as "
+                  f"destructive, not {stated}",
+                  hint="propose it as destructive (the owner approves it), or have the curator "
+                       "declare its risk: `loopx contract amend --set 'tool_risks={...}'`")
 
 
 def _check_approval(view: View, who: Identity, record: Record) -> None:

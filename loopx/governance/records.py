@@ -179,6 +179,21 @@ class ResearchContractV0(Model):
     denied_tools: list[ToolName] = []
     approval_required_for: list[RiskClass] = []
     guided_auto_approve: list[Literal["write", "compute"]] = []
+    tool_risks: dict[ToolName, RiskClass] = Field(
+        default={}, description="the risk class of each of the campaign's own tools (keys may "
+                                "be globs such as lab.*; the most restrictive matching entry "
+                                "wins): a proposal must state exactly it. A tool outside "
+                                "loopx that no entry matches is treated as destructive")
+
+    @field_validator("tool_risks")
+    @classmethod
+    def _own_tools_only(cls, risks: dict[str, str]) -> dict[str, str]:
+        # A loopx tool's risk is registered with the tool; a contract cannot lower it.
+        named = sorted(t for t in risks if t.startswith("loopx."))
+        if named:
+            raise ValueError(f"loopx tools carry their registered risk; leave out "
+                             f"{', '.join(named)}")
+        return risks
 
     @field_validator("denied_tools")
     @classmethod

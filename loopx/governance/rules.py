@@ -14,7 +14,7 @@ from typing import Any
 
 from loopx.governance.state import TERMINAL, current_contract
 from loopx.governance.stopping import exhausted, over_budget
-from loopx.governance.tool_risks import TOOL_RISKS
+from loopx.governance.tool_risks import RISK_CLASSES, TOOL_RISKS
 from loopx.work.extensions import Block
 
 MODES = ("assistant", "guided", "bounded")
@@ -84,6 +84,44 @@ def loopx_tool_risk(tool: str) -> str | None:
     if not tool.startswith(LOOPX_TOOL_PREFIX):
         return None
     return TOOL_RISKS[tool[len(LOOPX_TOOL_PREFIX):]]
+
+
+@dataclass(frozen=True)
+class ToolRisk:
+    """The risk class loopx holds a proposal of a tool to, and where it comes from:
+    ``registered`` (a loopx tool), ``declared`` (the contract's ``tool_risks`` entry
+    ``pattern``) or ``undeclared`` (a tool outside loopx no entry matches: destructive)."""
+
+    risk: str
+    source: str
+    pattern: str | None = None
+
+
+def tool_risk(contract: dict[str, Any], tool: str) -> ToolRisk | None:
+    """The risk a proposal of ``tool`` must state under ``contract``, reconstructed by loopx
+    rather than taken from the proposer (002: risk is reconstructed locally, conservatively).
+
+    A loopx tool has its registered risk. A campaign's own tool has the most restrictive risk
+    among the contract's ``tool_risks`` entries matching it, or ``destructive`` when none does,
+    so an undeclared lab tool needs the owner's approval in every mode. None: a contract
+    version stored before ``tool_risks`` existed, under which the proposer's risk stands (its
+    proposals keep verifying as they were written).
+
+    Raises:
+        KeyError: a ``loopx.`` name that is not a registered tool.
+    """
+    registered = loopx_tool_risk(tool)
+    if registered is not None:
+        return ToolRisk(registered, "registered")
+    declared = contract.get("tool_risks")
+    if declared is None:
+        return None
+    matching = [(RISK_CLASSES.index(risk), pattern, risk) for pattern, risk in declared.items()
+                if fnmatchcase(tool, pattern)]
+    if not matching:
+        return ToolRisk("destructive", "undeclared")
+    _, pattern, risk = max(matching)
+    return ToolRisk(risk, "declared", pattern)
 
 
 def unknown_tool(tool: str) -> str:

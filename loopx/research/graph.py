@@ -47,12 +47,13 @@ def build(view: View) -> networkx.MultiDiGraph:
         if previous:
             edge(node, previous, "amends")
         previous = node
-    states = {r.hypothesis_id: r.state for r in frontier(view)}
+    rows = {r.hypothesis_id: r for r in frontier(view)}
     hypotheses = view["hypotheses"]
     for hid, h in hypotheses.items():
         g.add_node(f"hypothesis:{hid}", kind="hypothesis", seq=h["seq"], record_id=h["record_id"],
-                   title=h["title"], mechanism_family=h["mechanism_family"], state=states[hid],
-                   revision=h["revision"])
+                   title=h["title"], mechanism_family=h["mechanism_family"],
+                   state=rows[hid].state, revision=h["revision"],
+                   completeness=rows[hid].completeness)
     todos = view["todos"]
     for hid, todo_ids in view["hypothesis_todos"].items():
         for todo_id in todo_ids:

@@ -8,9 +8,10 @@ plus one pass over the hypotheses, never a replay of the log.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from loopx.research.completeness import completeness
 from loopx.research.fingerprint import earlier_duplicates
 from loopx.research.gates import (
     GATES,
@@ -56,6 +57,9 @@ class Row:
     retirement: dict[str, Any] | None
     retry: dict[str, Any] | None
     decision: str | None
+    # Which fields a well-formed hypothesis carries are present: not a quality, novelty,
+    # safety or performance score, and never read by a gate (loopx.research.completeness).
+    completeness: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The row as plain JSON data."""
@@ -161,7 +165,12 @@ def _retirements(view: View, entry: dict[str, Any], gate_rows: dict[str, Gate]
 
 def _retry(view: View, entry: dict[str, Any]) -> dict[str, Any] | None:
     """The next bounded dev attempt, while the plan's attempt limit leaves one: after a failed
-    attempt, or a dev judgement over every attempt so far that needs one or found nothing yet."""
+    attempt, or a dev judgement over every attempt so far that needs one or found nothing yet.
+
+    The candidate names the attempt to resume (its packet, ``branch`` and ``evaluated_commit``)
+    and the evidence that it needs another turn (004's "branch/ref and needs_retry evidence"):
+    the attempt's own unscored ``packet_status``, or the ``judgement`` (and its ``verdict``)
+    over it, which it then rests on too."""
     attempts = dev_attempts(view, entry)
     if not attempts or final_heldout(view, entry) is not None:
         return None
@@ -173,9 +182,14 @@ def _retry(view: View, entry: dict[str, Any]) -> dict[str, Any] | None:
                    and dev["verdict"] in ("needs_retry", "inconclusive"))
     if left <= 0 or not (last["status"] in UNSCORED or judged_last):
         return None
+    judgement = dev if judged_last else None
     return {"packet_id": last["packet_id"], "branch": last["branch"],
             "evaluated_commit": last["evaluated_commit"], "attempts_left": left,
-            "rests_on": [last["packet_id"]]}
+            "packet_status": last["status"],
+            "judgement": None if judgement is None else judgement["event_id"],
+            "verdict": None if judgement is None else judgement["verdict"],
+            "rests_on": [last["packet_id"]] + ([] if judgement is None
+                                              else [judgement["event_id"]])}
 
 
 def row(view: View, hypothesis_id: str) -> Row:
@@ -209,7 +223,8 @@ def row(view: View, hypothesis_id: str) -> Row:
                                          retire)
     return Row(hypothesis_id, entry["title"], state, entry["revision"], action, role, detail,
                gate_rows, promotion, retirement, retry if decision is None else None,
-               None if decision is None else decision["decision_id"])
+               None if decision is None else decision["decision_id"],
+               completeness(view, entry))
 
 
 def _baseline_row(view: View, entry: dict[str, Any], gate_rows: dict[str, Gate]) -> Row:
@@ -223,7 +238,8 @@ def _baseline_row(view: View, entry: dict[str, Any], gate_rows: dict[str, Gate])
               + (", ".join(measured) if measured else "nothing yet"))
     action = todos[0]["action_kind"] if todos else None
     return Row(entry["hypothesis_id"], entry["title"], "baseline", entry["revision"], action,
-               "research_executor" if todos else None, detail, gate_rows, None, None, None, None)
+               "research_executor" if todos else None, detail, gate_rows, None, None, None, None,
+               completeness(view, entry))
 
 
 def _state(view: View, entry: dict[str, Any], gate_rows: dict[str, Gate],

@@ -16,6 +16,7 @@ from typing import Any
 
 from loopx.governance.state import current_contract, meta
 from loopx.governance.stopping import best_of, next_iteration
+from loopx.research.completeness import stated
 from loopx.research.fingerprint import fingerprint
 from loopx.research.grounding import compact, fold_grounding_ref, fold_hypothesis_refs
 from loopx.research.plan import current_plan, fold_contract, freeze, plan_version
@@ -116,7 +117,7 @@ def _hypothesis(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any])
         "content_sha256": digest, "supersedes": p.get("supersedes"), "superseded_by": None,
         "packets": [], "events": [], "judgements": {}, "audits": [], "boundary": None, "gates": [],
         "heldout_reads": 0, "refusals": 0, "visibility": record["visibility"],
-        "family_index": None, "heldout_judgements": [],
+        "family_index": None, "heldout_judgements": [], "stated": stated(p),
     }
     view["content_index"][digest] = [*view["content_index"].get(digest, ()), hid]
     fold_hypothesis_refs(view, record, p)

@@ -19,6 +19,7 @@ from loopx.work.scope import action_of, allowed
 from loopx.work.should_run import (
     agent_entry,
     blockers,
+    claim_fields,
     live_holdings,
     quota_left,
     select,
@@ -155,6 +156,25 @@ def check_claim(lanes: LaneState, who: Identity, record: dict[str, Any]) -> None
                       + ("nothing" if profile["explicit_claims"] == "none"
                          else "successor todos") + f"; {todo_id!r} is not one",
                       hint="take the todo `loopx quota should-run --claim` selects")
+    check_claim_packet(lanes, who, record)
+
+
+def check_claim_packet(lanes: LaneState, who: Identity, record: dict[str, Any]) -> None:
+    """A claim describes itself exactly as loopx computes it for this todo and agent now.
+
+    The claim packet explains why the agent may take the next bounded action (004's Lane Claim
+    Packet), so a claim appended by hand may not state another role's capability token,
+    actions or write scope, nor another hypothesis or other blockers than the todo's. Claims
+    loopx writes carry these very values, so logs it wrote verify as before.
+    """
+    payload = record["payload"]
+    want = claim_fields(lanes, who.agent_id, record["todo_id"])
+    for name, value in want.items():
+        if payload.get(name) != value:
+            raise Refused(f"a claim of todo {record['todo_id']!r} by {who.agent_id} must carry "
+                          f"{name} {value!r}, not {payload.get(name)!r}",
+                          hint="claim with `loopx quota should-run --claim` or `loopx todo "
+                               "claim`, which fill the packet in")
 
 
 def check_todo_event(lanes: LaneState, who: Identity, record: dict[str, Any]) -> None:

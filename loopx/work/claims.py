@@ -13,8 +13,13 @@ from loopx.kernel.errors import LoopxError, Refused
 from loopx.kernel.ledger import Ledger
 from loopx.kernel.store.base import Record
 from loopx.work.leases import add_seconds, lease_live
-from loopx.work.scope import claim_scope
-from loopx.work.should_run import Decision, decision_json, select, split_data
+from loopx.work.should_run import (
+    Decision,
+    claim_fields,
+    decision_json,
+    select,
+    split_data,
+)
 from loopx.work.state import LaneState, effective
 from loopx.work.successors import successor_todos
 from loopx.work.todos import find_todo
@@ -93,18 +98,9 @@ def _claim_records(ledger: Ledger, lanes: LaneState, who: Identity, todo_id: str
         records.append(ledger.loopx_record(who, "todo_event_v0", todo_id, todo["epoch"], {
             "event": "expired", "lease_ttl_seconds": None, "expired_agent_id": todo["holder"],
             "reason": why, "result": {}}))
-    profile = lanes["profiles"].get(who.role, {})
     records.append(ledger.loopx_record(who, "auto_research_lane_claim_v1", todo_id,
                                     todo["epoch"] + 1, {
-        "hypothesis_id": todo["hypothesis_id"],
-        "capability_token": profile.get("capability_token", who.role),
-        "allowed_actions": list(profile.get("actions", [])),
-        "write_scope": claim_scope(profile.get("write_scope", {})),
-        "blocked_by": list(todo["blocked_by"]),
-        "lease_ttl_seconds": float(effective(todo, lanes["profiles"], "lease_ttl_seconds")),
-        "context": {},
-        "via": via,
-    }))
+        **claim_fields(lanes, who.agent_id, todo_id), "context": {}, "via": via}))
     return records
 
 

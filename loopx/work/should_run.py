@@ -156,6 +156,7 @@ def claim_packet(lanes: LaneState, goal_id: str, agent_id: str, todo_id: str, *,
     role = lanes["agents"][agent_id]["role"]
     profile = lanes["profiles"].get(role, {})
     ttl = effective(todo, lanes["profiles"], "lease_ttl_seconds")
+    fields = claim_fields(lanes, agent_id, todo_id)
     return {
         "schema_version": "auto_research_lane_claim_v1",
         "goal_id": goal_id,
@@ -163,17 +164,39 @@ def claim_packet(lanes: LaneState, goal_id: str, agent_id: str, todo_id: str, *,
         "agent_id": agent_id,
         "todo_id": todo_id,
         "epoch": epoch,
-        "hypothesis_id": todo["hypothesis_id"],
-        "capability_token": profile.get("capability_token", role),
-        "allowed_actions": list(profile.get("actions", [])),
-        "write_scope": claim_scope(profile.get("write_scope", {})),
-        "blocked_by": list(todo["blocked_by"]),
+        "hypothesis_id": fields["hypothesis_id"],
+        "capability_token": fields["capability_token"],
+        "allowed_actions": fields["allowed_actions"],
+        "write_scope": fields["write_scope"],
+        "blocked_by": fields["blocked_by"],
         "lease_ttl_seconds": ttl,
         # A todo may carry a shorter TTL than its role's: beat at least twice per lease.
         "heartbeat_seconds": min(profile.get("heartbeat_seconds", ttl / 2), ttl / 2),
         "lease_expires_at": expires,
         "via": via,
         "data": split_data(lanes, todo, reveal=holding),
+    }
+
+
+def claim_fields(lanes: LaneState, agent_id: str, todo_id: str) -> dict[str, Any]:
+    """The self-describing fields of a claim of ``todo_id`` by ``agent_id`` at this point of
+    the log: the todo's hypothesis and blockers, the role's capability, actions and write scope,
+    and the lease's TTL.
+
+    One computation for the claim record loopx writes, the packet should-run shows and the
+    write check, which holds a claim appended by hand to exactly these values: a packet that
+    states another role's capability would explain an authority the agent does not have.
+    """
+    todo = lanes["todos"][todo_id]
+    role = lanes["agents"][agent_id]["role"]
+    profile = lanes["profiles"].get(role, {})
+    return {
+        "hypothesis_id": todo["hypothesis_id"],
+        "capability_token": profile.get("capability_token", role),
+        "allowed_actions": list(profile.get("actions", [])),
+        "write_scope": claim_scope(profile.get("write_scope", {})),
+        "blocked_by": list(todo["blocked_by"]),
+        "lease_ttl_seconds": float(effective(todo, lanes["profiles"], "lease_ttl_seconds")),
     }
 
 

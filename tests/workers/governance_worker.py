@@ -23,7 +23,8 @@ def agent(ledger: object, creds: Credentials, rounds: int) -> None:
     name = creds.agent_id
     for i in range(rounds):
         risk = ("read", "compute", "write")[i % 3]
-        out = propose(ledger, creds, name=f"step {i}", tool="lab.train", risk=risk,  # type: ignore[arg-type]
+        tool = {"read": "lab.peek", "compute": "lab.train", "write": "lab.write"}[risk]
+        out = propose(ledger, creds, name=f"step {i}", tool=tool, risk=risk,  # type: ignore[arg-type]
                       reason=f"{name} round {i}", estimated_cost={"cpu_hours": 0.1},
                       proposal_id=f"{name}-p{i}")
         print(f"PROPOSED {out['proposal_id']}", flush=True)
