@@ -15,4 +15,9 @@ from loopx.research.domain import DOMAIN as RESEARCH
 from loopx.work.domain import DOMAIN as WORK
 
 FOLD_VERSION = 13
-DOMAINS = Domains((WORK, GOVERNANCE, RESEARCH, NARRATOR), version=FOLD_VERSION)
+# The write rules' version: 2 adds the contract's named protected scope and allowed paths,
+# duplicates by fingerprint, the novelty material rules and the claim packet's fields
+# (loopx.kernel.rules says how a log keeps verifying under the rules it was written by).
+RULES_VERSION = 2
+DOMAINS = Domains((WORK, GOVERNANCE, RESEARCH, NARRATOR), version=FOLD_VERSION,
+                  rules=RULES_VERSION)

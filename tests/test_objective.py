@@ -56,7 +56,8 @@ def test_contract_init_records_the_missing_metadata_beside_the_confirmed_fields(
     ws = init_with_owner_file(tmp_path, "objective")
     args = ("contract", "init", "--prompt", "Does a wider layer help? Keep the test split.",
             "--domain", "vision", "--input", "pixels", "--success-metric", "accuracy",
-            "--metric", "acc", "--direction", "maximize", "--baseline", "0.9", "--seeds", "0,1")
+            "--metric", "acc", "--direction", "maximize", "--baseline", "0.9", "--seeds", "0,1",
+            "--protected", "eval/")
     dry = invoke(ws, *args, "--dry-run", "--json")
     assert dry.exit_code == 0, dry.stderr
     contract = json.loads(dry.stdout)["contract"]
@@ -81,8 +82,8 @@ def test_contract_init_records_the_missing_metadata_beside_the_confirmed_fields(
             "objective.generalization") in text
     # With --file the contract says what is missing itself; loopx adds nothing.
     source = tmp_path / "c.json"
-    source.write_text(json.dumps({**{k: contract[k] for k in ("contract_id", "objective",
-                                                               "metric", "evaluation")},
+    kept = ("contract_id", "objective", "metric", "evaluation", "protected_scope")
+    source.write_text(json.dumps({**{k: contract[k] for k in kept},
                                   "missing_metadata": ["objective.targets"]}))
     from_file = json.loads(invoke(ws, "contract", "init", "--file", str(source), "--dry-run",
                                   "--json").stdout)["contract"]

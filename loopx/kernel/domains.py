@@ -34,6 +34,8 @@ COMPOSITION_ROOT = "loopx.domains"
 # the workspace configures. Absent when the ledger has none (a bare store, and `loopx verify`,
 # which re-judges what the log alone decides).
 SETTINGS = "workspace_settings"
+# Where a checked view carries the rules version its batch is judged by (loopx.kernel.rules).
+RULES = "rules_version"
 
 
 @dataclass(frozen=True)
@@ -100,9 +102,10 @@ class Domain:
 class Domains:
     """Installed domains in fold order, with per-kind dispatch tables built once."""
 
-    def __init__(self, domains: Sequence[Domain], *, version: int) -> None:
+    def __init__(self, domains: Sequence[Domain], *, version: int, rules: int = 1) -> None:
         self.domains = tuple(domains)
         self.version = version
+        self.rules = rules  # the write rules' version a new batch is checked under
         self.slices: dict[str, Callable[[], Any]] = {}
         for domain in self.domains:
             for name, initial in domain.slices.items():
@@ -123,14 +126,19 @@ class Domains:
         """The folded state of a log with no domain records yet."""
         return {name: initial() for name, initial in self.slices.items()}
 
-    def overlay(self, view: View, settings: Mapping[str, Any] | None = None) -> View:
+    def overlay(self, view: View, settings: Mapping[str, Any] | None = None,
+                rules: int | None = None) -> View:
         """A view that takes updates in front of ``view`` and leaves ``view`` unchanged; it
-        carries ``settings`` (or those ``view`` carries) under :data:`SETTINGS`."""
+        carries ``settings`` (or those ``view`` carries) under :data:`SETTINGS` and the rules
+        version its batch is judged by (:mod:`loopx.kernel.rules`)."""
         out: View = {name: ChainMap({}, view[name]) for name in self.slices}
         if settings is None:
             settings = view.get(SETTINGS)
         if settings is not None:
             out[SETTINGS] = MappingProxyType(dict(settings))
+        rules = view.get(RULES) if rules is None else rules
+        if rules is not None:
+            out[RULES] = rules
         return out
 
     def fold(self, view: View, record: Record) -> None:

@@ -30,14 +30,15 @@ class Reducer(Protocol):
 
 
 class KernelReducer:
-    """Workspace identity and counts: goal, format, owner token digest, records per kind."""
+    """Workspace identity and counts: goal, format, owner token digest, records per kind, and
+    the write rules the log is under (``rules``: see :mod:`loopx.kernel.rules`)."""
 
     name = "kernel"
-    version = 1
+    version = 2
 
     def initial(self) -> dict[str, Any]:
         return {"goal_id": None, "format_version": None, "owner_token_sha256": None,
-                "records": 0, "kinds": {}, "repairs": 0}
+                "records": 0, "kinds": {}, "repairs": 0, "rules": 1}
 
     def apply(self, state: dict[str, Any], record: Record) -> None:
         kind = record["schema_version"]
@@ -48,8 +49,11 @@ class KernelReducer:
             state["goal_id"] = payload["goal_id"]
             state["format_version"] = payload["format_version"]
             state["owner_token_sha256"] = payload["owner_token_sha256"]
+            state["rules"] = payload.get("rules_version") or 1
         elif kind == "store_repair_v0":
             state["repairs"] += 1
+        elif kind == "rules_upgrade_v0":
+            state["rules"] = record["payload"]["to_version"]
 
 
 class DomainsReducer:

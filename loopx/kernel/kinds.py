@@ -18,7 +18,12 @@ from loopx.kernel.tokens import token_problems
 
 def kernel_kinds() -> tuple[KindSpec, ...]:
     """The kinds the kernel itself writes: the genesis record, repairs and overruled clocks."""
-    from loopx.kernel.system_records import StoreClockV0, StoreRepairV0, WorkspaceV0
+    from loopx.kernel.system_records import (
+        RulesUpgradeV0,
+        StoreClockV0,
+        StoreRepairV0,
+        WorkspaceV0,
+    )
 
     return (
         KindSpec("workspace_v0", WorkspaceV0, "private", "computed", "init",
@@ -27,6 +32,8 @@ def kernel_kinds() -> tuple[KindSpec, ...]:
                  "a torn tail moved to quarantine by the next lock holder"),
         KindSpec("store_clock_v0", StoreClockV0, "private", "observed", "store",
                  "a writer's wall clock the store overruled, once per wrong clock"),
+        KindSpec("rules_upgrade_v0", RulesUpgradeV0, "private", "computed", "store",
+                 "the log's write rules upgraded, in front of a newer version's first batch"),
     )
 
 

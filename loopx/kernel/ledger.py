@@ -24,6 +24,7 @@ from loopx.kernel.fold import (
     advance,
     fold_version,
 )
+from loopx.kernel.rules import upgrade_record
 from loopx.kernel.store.base import Cursor, Record, Store
 
 if TYPE_CHECKING:
@@ -129,23 +130,33 @@ class Ledger:
             if state.seq != head.seq:
                 raise WorkspaceError(f"the fold is at seq {state.seq} but the head is at "
                                      f"{head.seq}", hint="run `loopx verify`")
-            lanes = self.domains.overlay(state["lanes"], settings)
+            # A log written under older rules is upgraded in front of this batch, which is
+            # then checked (and later verified) under the rules in force now.
+            rules, logged = self.domains.rules, state["kernel"]["rules"]
+            upgrade = ([upgrade_record(state["kernel"]["goal_id"], logged, rules)]
+                       if logged < rules else [])
+            first = head.seq + 1 + len(upgrade)
+            lanes = self.domains.overlay(state["lanes"], settings, rules)
             who = authenticate(state["kernel"], lanes, creds, self.domains)
             records = plan(lanes, who, now)
-            if records:
-                try:
-                    check_batch(lanes, list(records), now, head.seq + 1, self.domains)
-                except ResearchRefused as exc:
-                    # A research rule's refusal is kept for the audit trail, in the request's
-                    # place; the caller still gets the error.
-                    refusal = self.refusal_record(who, exc)
-                    check_batch(self.domains.overlay(state["lanes"]), [refusal], now,
-                                head.seq + 1, self.domains)
-                    refused.append(exc)
-                    return [refusal]
-            return records
+            if not records:
+                return records
+            try:
+                check_batch(lanes, list(records), now, first, self.domains)
+            except ResearchRefused as exc:
+                # A research rule's refusal is kept for the audit trail, in the request's
+                # place; the caller still gets the error.
+                refusal = self.refusal_record(who, exc)
+                check_batch(self.domains.overlay(state["lanes"], settings, rules), [refusal],
+                            now, first, self.domains)
+                refused.append(exc)
+                records = [refusal]
+            upgraded.append(len(upgrade))
+            return [*upgrade, *records]
 
+        upgraded: list[int] = []
         written = self.store.append(build, expect_seq=expect_seq)
+        written = written[upgraded[-1]:] if upgraded else written  # the caller's records only
         if refused:
             exc = refused[-1]
             exc.recorded_seq = written[0]["seq"]
@@ -250,6 +261,7 @@ class Ledger:
         """Write the workspace record; only ever the first record of a log."""
         from loopx.kernel.kinds import Author, prepare
 
+        payload = {"rules_version": self.domains.rules, **payload}  # a new log: today's rules
         record = prepare({"payload": payload}, Author(goal_id=payload["goal_id"],
                          agent_id=agent_id, lane_role="owner"),
                          kind="workspace_v0", allow=frozenset({"init"}))

@@ -1,5 +1,5 @@
-"""Kinds the store itself writes: the workspace genesis record, torn-tail repairs and wall
-clocks it overruled."""
+"""Kinds the store itself writes: the workspace genesis record, torn-tail repairs, wall clocks
+it overruled, and the point where a log's write rules were upgraded."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ class WorkspaceV0(Model):
     goal_id: Identifier
     owner_token_sha256: Sha256
     loopx_version: ShortText
+    rules_version: Annotated[int, Field(ge=1)] | None = Field(
+        default=None, description="the write rules the log starts under (absent: version 1)")
 
 
 class StoreRepairV0(Model):
@@ -41,3 +43,12 @@ class StoreClockV0(Model):
     offset_seconds: float
     bound_seconds: Annotated[float, Field(gt=0)]
     reason: ShortText
+
+
+class RulesUpgradeV0(Model):
+    """From here on the log is checked under newer write rules: loopx writes it in front of the
+    first batch a newer version commits, so `loopx verify` judges each record by the rules it
+    was written under (an older log keeps verifying after an upgrade)."""
+
+    from_version: Annotated[int, Field(ge=1)]
+    to_version: Annotated[int, Field(ge=2)]

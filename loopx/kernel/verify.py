@@ -268,7 +268,8 @@ class _Checker:
 
 
 # Kinds loopx itself writes outside the checked path: the genesis record and torn-tail repairs.
-_UNCHECKED = frozenset({"workspace_v0", "store_repair_v0", "store_clock_v0"})
+_UNCHECKED = frozenset({"workspace_v0", "store_repair_v0", "store_clock_v0",
+                        "rules_upgrade_v0"})
 
 
 class _WriteChecks:
@@ -287,9 +288,14 @@ class _WriteChecks:
         from loopx.kernel.checks import check_batch
 
         checked = [r for r in records if r["schema_version"] not in _UNCHECKED]
+        # Each batch is judged by the rules it was written under: the log's, or those of the
+        # upgrade in front of it (loopx.kernel.rules).
+        rules = max([self.state["kernel"]["rules"]]
+                    + [r["payload"]["to_version"] for r in records
+                       if r["schema_version"] == "rules_upgrade_v0"])
         if checked:
             try:
-                check_batch(self.domains.overlay(self.state["lanes"]), checked,
+                check_batch(self.domains.overlay(self.state["lanes"], rules=rules), checked,
                             checked[0]["ts"], checked[0]["seq"], self.domains)
             except LoopxError as exc:
                 raise _Bad(checked[0]["seq"], where,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopx.governance.state import current_contract
 from loopx.kernel.errors import FieldProblem, RecordRejected, Refused, ResearchRefused
+from loopx.kernel.rules import applies
 from loopx.research.contract_scope import check_contract_paths, contract_scopes
 from loopx.research.control import first_heldout
 from loopx.research.fingerprint import (
@@ -31,6 +32,7 @@ from loopx.research.plan import attempt_limit, current_plan
 from loopx.research.state import (
     EVALUATION_SPLITS,
     HELDOUT_ACTION,
+    content_sha256,
     counts,
     dev_attempts,
 )
@@ -71,7 +73,31 @@ def check_hypothesis(view: View, who: Identity, record: Record) -> None:
     if old is not None and old not in view["hypotheses"]:
         raise Refused(f"hypothesis {p['hypothesis_id']!r} supersedes {old!r}, which does not "
                       "exist")
-    _refuse_duplicate(view, p)
+    if applies(view, 2):
+        _refuse_duplicate(view, p)
+    else:
+        _refuse_closed_duplicate(view, p)
+
+
+# Rules version 1 (loopx.kernel.rules): a duplicate was a restatement, word for word, of an idea
+# a retirement for cause or a contradiction had closed. Logs written then are judged by it.
+CLOSING_RETIREMENTS = ("contradicted", "guardrail_failed", "operator_rejected")
+
+
+def _refuse_closed_duplicate(view: View, p: dict[str, Any]) -> None:
+    for earlier in view["content_index"].get(content_sha256(p), ()):
+        decision_id = view["hypothesis_decisions"].get(earlier)
+        decision = None if decision_id is None else view["decisions"][decision_id]
+        judgements = view["hypotheses"][earlier]["judgements"].values()
+        if ((decision is not None and decision["outcome"] == "retired"
+             and decision["reason"] in CLOSING_RETIREMENTS)
+                or any(j["verdict"] == "contradicts" and j["provenance"] != "claimed"
+                       for j in judgements)):
+            raise ResearchRefused(
+                "duplicate", f"hypothesis {p['hypothesis_id']!r} duplicates {earlier!r} (record "
+                f"{view['hypotheses'][earlier]['record_id']}): same mechanism family, statement "
+                "and parameters", hypothesis_id=p["hypothesis_id"],
+                cites=[view["hypotheses"][earlier]["record_id"]])
 
 
 def _refuse_duplicate(view: View, p: dict[str, Any]) -> None:
@@ -339,7 +365,8 @@ def _check_contract(view: View, who: Identity, record: Record) -> None:
     p = record["payload"]
     # The protected boundary holds only what the contract names: an empty protected scope, or
     # scopes pointing outside what the workspace allows, would weaken the gate unseen.
-    check_contract_paths(p, contract_scopes(view))
+    if applies(view, 2):  # rules version 2 (loopx.kernel.rules)
+        check_contract_paths(p, contract_scopes(view))
     plan = current_plan(view)
     measured = None if plan is None else plan["plan"]["metric.baseline_hypothesis"]
     if (plan is not None and plan["frozen_seq"] is not None and measured is not None

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopx.governance.state import current_contract
 from loopx.kernel.errors import Refused, ResearchRefused
+from loopx.kernel.rules import applies
 from loopx.research.grounding import ideation_material, ideators
 from loopx.research.ref_identity import covered, ref_key
 
@@ -122,7 +123,7 @@ def check_audit(view: View, who: Identity, entry: dict[str, Any],
                       "grounded it or a hypothesis it refines): grounded ideation and novelty "
                       "audit stay separate lanes")
     refs = list(payload.get("refs") or ())
-    if payload["verdict"] != "novel" or not refs:
+    if payload["verdict"] != "novel" or not refs or not applies(view, 2):
         # A novel verdict naming nothing is refused by `loopx novelty audit` (the operation)
         # and never counts at the gate; refusing it here would fail logs written before.
         return

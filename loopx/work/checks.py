@@ -12,6 +12,7 @@ from typing import Any
 from loopx.kernel.checks import OWNER, OWNER_CAPABILITY, OWNER_ROLE, Identity
 from loopx.kernel.domains import Expected, installed
 from loopx.kernel.errors import Forbidden, NotFound, Refused, StaleLease, Unauthorized
+from loopx.kernel.rules import applies
 from loopx.kernel.tokens import token_matches
 from loopx.work.extensions import CLAIM_CHECK
 from loopx.work.leases import lease_live
@@ -156,7 +157,8 @@ def check_claim(lanes: LaneState, who: Identity, record: dict[str, Any]) -> None
                       + ("nothing" if profile["explicit_claims"] == "none"
                          else "successor todos") + f"; {todo_id!r} is not one",
                       hint="take the todo `loopx quota should-run --claim` selects")
-    check_claim_packet(lanes, who, record)
+    if applies(lanes, 2):  # rules version 2 (loopx.kernel.rules)
+        check_claim_packet(lanes, who, record)
 
 
 def check_claim_packet(lanes: LaneState, who: Identity, record: dict[str, Any]) -> None:
