@@ -44,12 +44,14 @@ def load_checkpoint(path: Path, store: Store, version: str) -> tuple[State | Non
 def save_checkpoint(path: Path, state: State, version: str) -> None:
     """Write the checkpoint to a temp file, fsync, rename over the old one, fsync the directory."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    # Keys stay in the fold's order (json.loads keeps it): a reloaded state must iterate its
+    # dicts as the fold that made it does, or a projection listing them would read otherwise.
     body = json.dumps({
         "checkpoint_format": CHECKPOINT_FORMAT,
         "fold_version": version,
         "cursor": state.cursor.to_json(),
         "state": state.parts,
-    }, sort_keys=True, separators=(",", ":")).encode()
+    }, separators=(",", ":")).encode()
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o644)
     try:
