@@ -6,10 +6,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from loopx.kernel.canonical import format_ts
 from loopx.kernel.checks import Credentials
 from loopx.kernel.ledger import Ledger
 from loopx.kernel.store import MemoryStore
+from loopx.testing.research import ResearchLoop
 from loopx.work.agents import register_agent
 from loopx.work.todos import add_todos
 from loopx.workspace import bootstrap_log
@@ -102,3 +105,39 @@ def campaign() -> Campaign:
     ledger = Ledger(MemoryStore(clock=clock))
     token = bootstrap_log(ledger, "lanes-test")
     return Campaign(ledger, Credentials("owner", token), clock)
+
+
+def research_loop() -> ResearchLoop:
+    """A research loop (one agent per research role) on a fresh campaign, its contract written."""
+    c = campaign()
+    r = ResearchLoop(c.ledger, c.owner)
+    r.contract()
+    return r
+
+
+def lanes(r: ResearchLoop) -> dict[str, Any]:
+    """The lanes state of ``r``'s ledger now."""
+    return r.ledger.state()["lanes"]
+
+
+class OnCampaign:
+    """A test's handle on its campaign ``c``: the ledger, the lanes view, and a refusal that
+    must write nothing."""
+
+    c: Campaign
+
+    @property
+    def ledger(self) -> Any:
+        return self.c.ledger
+
+    @property
+    def view(self) -> dict[str, Any]:
+        return self.c.lanes
+
+    def unchanged(self, fn: Any, error: type[Exception], match: str) -> Exception:
+        """Run ``fn``: it raises ``error`` matching ``match`` and writes nothing."""
+        head = self.c.head()
+        with pytest.raises(error, match=match) as caught:
+            fn()
+        assert self.c.head() == head
+        return caught.value

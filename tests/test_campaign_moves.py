@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from lanes_support import Campaign, campaign
+from lanes_support import Campaign, OnCampaign, campaign
 
 from loopx.governance.actions import decide_approval, pending_approvals
 from loopx.governance.campaign import evaluate, status, transition
@@ -40,7 +40,7 @@ WORSE = [0.80, 0.81, 0.82]
 MECHANISMS = ("width", "depth", "lr", "dropout", "decay", "warmup")
 
 
-class Moves:
+class Moves(OnCampaign):
     """A memory campaign, running, with one agent per research role and ``contract``."""
 
     def __init__(self, contract: dict[str, Any] = CONTRACT, **changes: Any) -> None:
@@ -52,22 +52,6 @@ class Moves:
         transition(self.c.ledger, self.c.owner, "running", "go")
         self.ev = self.loop.agents["ev"]
         self._n = 0
-
-    @property
-    def ledger(self) -> Any:
-        return self.c.ledger
-
-    @property
-    def view(self) -> dict[str, Any]:
-        return self.c.lanes
-
-    def unchanged(self, fn: Any, error: type[Exception], match: str) -> Exception:
-        """Run ``fn``: it raises ``error`` matching ``match`` and writes nothing."""
-        head = self.c.head()
-        with pytest.raises(error, match=match) as caught:
-            fn()
-        assert self.c.head() == head
-        return caught.value
 
     def failed(self, hid: str) -> None:
         """A hypothesis whose one dev attempt failed: a retirement candidate, retry_exhausted."""

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from cli_support import invoke
-from lanes_support import campaign
+from lanes_support import lanes, research_loop
 
 from loopx.kernel.checks import Credentials
 from loopx.kernel.ledger import Ledger
@@ -29,45 +29,34 @@ FULL: dict[str, Any] = {
 }
 
 
-def loop() -> ResearchLoop:
-    c = campaign()
-    r = ResearchLoop(c.ledger, c.owner)
-    r.contract()
-    return r
-
-
-def view(r: ResearchLoop) -> dict[str, Any]:
-    return r.ledger.state()["lanes"]
-
-
 def test_each_field_is_counted_present_or_missing() -> None:
-    r = loop()
+    r = research_loop()
     r.propose("bare", parameters={})
     r.propose("full", mechanism="width", **FULL)
-    bare = row(view(r), "bare").completeness
+    bare = row(lanes(r), "bare").completeness
     assert bare == {"present": 5, "total": 7, "score": 0.714,
                     "missing": ["parameters", "expected_effect"],
                     "fields": {**dict.fromkeys(FIELDS, True), "parameters": False,
                                "expected_effect": False}}
-    full = row(view(r), "full").completeness
+    full = row(lanes(r), "full").completeness
     assert (full["present"], full["total"], full["score"], full["missing"]) == (7, 7, 1.0, [])
     # Whitespace is no statement of an expected effect; a no-grounding reason is grounding.
     r.propose("blank", parameters={"depth": 2}, expected_effect="   ")
-    assert row(view(r), "blank").completeness["missing"] == ["expected_effect"]
+    assert row(lanes(r), "blank").completeness["missing"] == ["expected_effect"]
     assert list(FIELDS) == ["statement", "mechanism_family", "parameters", "grounding",
                             "expected_effect", "todo", "analysis_plan"]
 
 
 def test_it_never_gates_and_does_not_measure_quality() -> None:
-    r = loop()
+    r = research_loop()
     r.supported("bare", GOOD, HELDOUT)
     r.supported("full", GOOD, HELDOUT, mechanism="depth", **FULL)
     r.supported("wrong", GOOD, WORSE, mechanism="lr", **{**FULL, "parameters": {"lr": 9}})
-    rows = {x.hypothesis_id: x for x in frontier(view(r))}
+    rows = {x.hypothesis_id: x for x in frontier(lanes(r))}
     # The incomplete hypothesis is a promotion candidate exactly like the complete one ...
     assert rows["bare"].completeness["score"] < 1.0 == rows["full"].completeness["score"]
     assert (rows["bare"].state, rows["full"].state) == ("at_promotion_gate",) * 2
-    assert [c["hypothesis_id"] for c in candidates(view(r))["promotion"]] == ["bare", "full"]
+    assert [c["hypothesis_id"] for c in candidates(lanes(r))["promotion"]] == ["bare", "full"]
     # ... and a hypothesis the evidence contradicts is no less complete for it.
     assert rows["wrong"].completeness["score"] == 1.0
     assert rows["wrong"].retirement is not None

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from lanes_support import campaign
+from lanes_support import lanes, research_loop
 
 from loopx.cli import cli
 from loopx.kernel.checks import Credentials
@@ -95,17 +95,6 @@ def test_the_statement_title_and_grounding_are_not_part_of_the_fingerprint() -> 
 
 # -- the rule, through the Python API -----------------------------------------------------------
 
-def loop() -> ResearchLoop:
-    c = campaign()
-    r = ResearchLoop(c.ledger, c.owner)
-    r.contract()
-    return r
-
-
-def view(r: ResearchLoop) -> dict[str, Any]:
-    return r.ledger.state()["lanes"]
-
-
 def payload(hypothesis_id: str, family: str = "width", parameters: dict[str, Any] | None = None,
             **extra: Any) -> dict[str, Any]:
     return {"hypothesis_id": hypothesis_id, "title": f"t {hypothesis_id}",
@@ -129,9 +118,9 @@ def refused(r: ResearchLoop, doc: dict[str, Any], match: str,
     assert record["payload"]["rule"] == "duplicate"
     assert record["payload"]["hypothesis_id"] == doc["hypothesis_id"]
     assert record["payload"]["detail"]["fingerprint"] == fingerprint(doc)
-    assert doc["hypothesis_id"] not in view(r)["hypotheses"]
+    assert doc["hypothesis_id"] not in lanes(r)["hypotheses"]
     for todo in todos or []:
-        assert todo["todo_id"] not in view(r)["todos"]
+        assert todo["todo_id"] not in lanes(r)["todos"]
     complete(r.ledger, r.agents["prop"], *under, {"hypotheses": []})
     return record
 
@@ -145,7 +134,7 @@ def accepted(r: ResearchLoop, doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_a_reworded_restatement_of_a_live_hypothesis_is_refused_naming_it() -> None:
-    r = loop()
+    r = research_loop()
     first = accepted(r, payload("h1"))
     assert first["fingerprint"] == fingerprint(payload("h1"))
     eager = payload("h1-again", "WIDTH", {"Width": "64.0", "note": None},
@@ -161,7 +150,7 @@ def test_a_reworded_restatement_of_a_live_hypothesis_is_refused_naming_it() -> N
 
 
 def test_a_duplicate_of_a_promoted_or_any_retired_hypothesis_is_refused() -> None:
-    r = loop()
+    r = research_loop()
     r.supported("h-won", GOOD, GOOD, parameters={"width": 512})
     decide(r.ledger, r.agents["ev"], "h-won", "promoted")
     refused(r, payload("h-won-2", parameters={"width": 512}), r"duplicates 'h-won' \(promoted;")
@@ -174,14 +163,14 @@ def test_a_duplicate_of_a_promoted_or_any_retired_hypothesis_is_refused() -> Non
 
 
 def test_a_contradicted_hypothesis_is_closed_before_it_is_retired() -> None:
-    r = loop()
+    r = research_loop()
     r.supported("h-bad", WORSE, None, parameters={"width": 16})
-    assert row(view(r), "h-bad").retirement is not None
+    assert row(lanes(r), "h-bad").retirement is not None
     refused(r, payload("h-bad-2", parameters={"width": 16}), r"duplicates 'h-bad' \(contradicted;")
 
 
 def test_a_refinement_must_change_the_parameters() -> None:
-    r = loop()
+    r = research_loop()
     accepted(r, payload("h1"))
     refused(r, payload("h1-child", parent_id="h1"),
             "a refinement must change the parameters")
@@ -192,14 +181,14 @@ def test_a_refinement_must_change_the_parameters() -> None:
 
 
 def test_a_supersession_may_keep_the_fingerprint_only_while_nothing_was_measured() -> None:
-    r = loop()
+    r = research_loop()
     accepted(r, payload("h1", statement="badly worded"))
     # A correction of an untested hypothesis keeps its idea, down a chain of corrections.
     accepted(r, payload("h1b", statement="well worded", supersedes="h1"))
     accepted(r, payload("h1c", statement="better worded", supersedes="h1b"))
-    assert row(view(r), "h1").retirement["reasons"] == ["superseded"]  # type: ignore[index]
-    assert row(view(r), "h1b").retirement["reasons"] == ["superseded"]  # type: ignore[index]
-    assert row(view(r), "h1c").retirement is None  # not a duplicate of what it corrected
+    assert row(lanes(r), "h1").retirement["reasons"] == ["superseded"]  # type: ignore[index]
+    assert row(lanes(r), "h1b").retirement["reasons"] == ["superseded"]  # type: ignore[index]
+    assert row(lanes(r), "h1c").retirement is None  # not a duplicate of what it corrected
     # Not superseding: the idea is taken (by the first of the chain, which cites all three).
     record = refused(r, payload("h1d"), r"duplicates 'h1' \(superseded by h1b;")
     assert record["payload"]["detail"]["duplicates"] == ["h1", "h1b", "h1c"]
@@ -208,7 +197,7 @@ def test_a_supersession_may_keep_the_fingerprint_only_while_nothing_was_measured
 
 
 def test_a_supersession_never_buys_a_fresh_measurement_of_an_idea() -> None:
-    r = loop()
+    r = research_loop()
     r.propose("h2", parameters={"width": 256})
     r.run("h2", "dev", None, status="failed")  # one failed attempt is a measurement
     refused(r, payload("h2b", parameters={"width": 256}, supersedes="h2"),
@@ -218,7 +207,7 @@ def test_a_supersession_never_buys_a_fresh_measurement_of_an_idea() -> None:
 
 
 def test_superseding_an_untested_hypothesis_does_not_launder_another_ones_idea() -> None:
-    r = loop()
+    r = research_loop()
     r.propose("h-empty", parameters={"width": 1})
     r.supported("h-tested", GOOD, None, parameters={"width": 2})
     refused(r, payload("h-laundered", parameters={"width": 2}, supersedes="h-empty"),
@@ -226,7 +215,7 @@ def test_superseding_an_untested_hypothesis_does_not_launder_another_ones_idea()
 
 
 def test_two_restatements_in_one_batch_are_refused_together() -> None:
-    r = loop()
+    r = research_loop()
     under = r.proposer_todo("batch")
     drafts = [{"todo_id": under[0], "epoch": under[1], "payload": {
         **payload(hid, parameters=params), "claimed_by": "prop"}}
@@ -235,16 +224,16 @@ def test_two_restatements_in_one_batch_are_refused_together() -> None:
     with pytest.raises(ResearchRefused, match=r"duplicates 'hb1'"):
         r.ledger.append(drafts, creds=r.agents["prop"], kind="research_hypothesis_v0")
     assert r.ledger.store.head().seq == before + 1  # the refusal, and nothing of the batch
-    assert "hb1" not in view(r)["hypotheses"] and "hb2" not in view(r)["hypotheses"]
+    assert "hb1" not in lanes(r)["hypotheses"] and "hb2" not in lanes(r)["hypotheses"]
     complete(r.ledger, r.agents["prop"], *under, {"hypotheses": []})
 
 
 def test_duplicates_are_no_longer_candidates_in_a_checked_log() -> None:
-    r = loop()
+    r = research_loop()
     accepted(r, payload("h1"))
     with pytest.raises(ResearchRefused):
         accepted(r, payload("h2", "Width"))
-    assert candidates(view(r))["retirement"] == []
+    assert candidates(lanes(r))["retirement"] == []
 
 
 # -- the rule, through the CLI ------------------------------------------------------------------

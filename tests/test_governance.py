@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from lanes_support import Campaign, campaign
+from lanes_support import Campaign, OnCampaign, campaign
 
 from loopx.governance.actions import (
     decide_approval,
@@ -44,7 +44,7 @@ CONTRACT: dict[str, Any] = {
 }
 
 
-class Gov:
+class Gov(OnCampaign):
     """A memory campaign with a curator, two executors and an evaluator, and a contract."""
 
     def __init__(self, contract: dict[str, Any] | None = CONTRACT) -> None:
@@ -55,22 +55,6 @@ class Gov:
         self.ev = self.c.agent("ev", "evaluator_promoter")
         if contract is not None:
             init_contract(self.c.ledger, self.curator, contract)
-
-    @property
-    def ledger(self) -> Any:
-        return self.c.ledger
-
-    @property
-    def view(self) -> dict[str, Any]:
-        return self.c.lanes
-
-    def unchanged(self, fn: Any, error: type[Exception], match: str) -> Exception:
-        """Run ``fn``, expect ``error`` matching ``match``, and check nothing was written."""
-        head = self.c.head()
-        with pytest.raises(error, match=match) as caught:
-            fn()
-        assert self.c.head() == head
-        return caught.value
 
     def start(self) -> None:
         transition(self.ledger, self.curator, "ready", "prepared")

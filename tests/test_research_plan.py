@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from lanes_support import campaign
+from lanes_support import campaign, lanes, research_loop
 from narrator_support import fixed_campaign
 
 from loopx.cli import cli
@@ -47,19 +47,8 @@ PLAN: dict[str, Any] = {
 }
 
 
-def loop() -> ResearchLoop:
-    c = campaign()
-    r = ResearchLoop(c.ledger, c.owner)
-    r.contract()
-    return r
-
-
-def view(r: ResearchLoop) -> dict[str, Any]:
-    return r.ledger.state()["lanes"]
-
-
 def statuses(r: ResearchLoop) -> dict[str, str]:
-    return {s["step_id"]: s["status"] for s in show(view(r))["steps"]}
+    return {s["step_id"]: s["status"] for s in show(lanes(r))["steps"]}
 
 
 def unchanged(r: ResearchLoop, fn: Any, error: type[Exception],
@@ -75,12 +64,12 @@ def unchanged(r: ResearchLoop, fn: Any, error: type[Exception],
 # -- recording and revising -------------------------------------------------------------------
 
 def test_the_curator_records_version_1_and_the_fold_keeps_it() -> None:
-    r = loop()
+    r = research_loop()
     record = record_plan(r.ledger, r.agents["cur"], PLAN)
     p = record["payload"]
     assert (p["plan_id"], p["version"], p["supersedes"]) == ("research-plan", 1, None)
     assert record["lane_role"] == "research_curator" and record["visibility"] == "public"
-    out = show(view(r))
+    out = show(lanes(r))
     assert out["in_force"] == 1 and out["plan"]["record_id"] == record["record_id"]
     assert [s["step_id"] for s in out["steps"]] == ["widths", "run", "write-up"]
     assert out["counts"] == {"done": 0, "in_progress": 0, "pending": 2, "untracked": 1}
@@ -93,7 +82,7 @@ def test_the_curator_records_version_1_and_the_fold_keeps_it() -> None:
 
 
 def test_a_revision_supersedes_the_version_in_force_and_says_why() -> None:
-    r = loop()
+    r = research_loop()
     v1 = record_plan(r.ledger, r.agents["cur"], PLAN)
     unchanged(r, lambda: record_plan(r.ledger, r.agents["cur"], PLAN), RecordRejected,
               "payload.reason: a revision of research plan version 1 must say why")
@@ -104,17 +93,17 @@ def test_a_revision_supersedes_the_version_in_force_and_says_why() -> None:
                                      reason="x"), Refused, "a revision keeps plan_id")
     v2 = record_plan(r.ledger, r.agents["cur"], replan, reason="depth looks cheaper")
     assert (v2["payload"]["version"], v2["payload"]["supersedes"]) == (2, v1["record_id"])
-    out = show(view(r))
+    out = show(lanes(r))
     assert out["in_force"] == 2 and out["steps"][0]["step_id"] == "depth"
     assert [(v["version"], v["reason"]) for v in out["versions"]] == [
         (1, None), (2, "depth looks cheaper")]
-    assert show(view(r), 1)["plan"]["record_id"] == v1["record_id"]
+    assert show(lanes(r), 1)["plan"]["record_id"] == v1["record_id"]
     with pytest.raises(NotFound, match="no research plan version 3"):
-        show(view(r), 3)
+        show(lanes(r), 3)
 
 
 def test_the_owner_may_plan_and_other_roles_may_not() -> None:
-    r = loop()
+    r = research_loop()
     for agent in ("prop", "ex", "ev"):
         unchanged(r, lambda agent=agent: record_plan(r.ledger, r.agents[agent], PLAN), Forbidden,
                   "may not write research_plan_v0 with action 'create'")
@@ -125,7 +114,7 @@ def test_the_owner_may_plan_and_other_roles_may_not() -> None:
 
 
 def test_version_and_supersedes_are_loopx_s_and_a_forged_chain_is_refused() -> None:
-    r = loop()
+    r = research_loop()
     unchanged(r, lambda: record_plan(r.ledger, r.agents["cur"], {**PLAN, "version": 5}),
               RecordRejected, "payload.version: is set by loopx")
     v1 = record_plan(r.ledger, r.agents["cur"], PLAN)
@@ -163,7 +152,7 @@ def test_version_and_supersedes_are_loopx_s_and_a_forged_chain_is_refused() -> N
      "payload.steps.0.rationale"),
 ])
 def test_a_malformed_plan_is_refused_naming_the_field(mutate: Any, field: str) -> None:
-    r = loop()
+    r = research_loop()
     plan = json.loads(json.dumps(PLAN))
     mutate(plan)
     err = unchanged(r, lambda: record_plan(r.ledger, r.agents["cur"], plan), RecordRejected)
@@ -174,7 +163,7 @@ def test_a_malformed_plan_is_refused_naming_the_field(mutate: Any, field: str) -
 # -- status, derived from the log ---------------------------------------------------------------
 
 def test_each_steps_status_follows_the_log() -> None:
-    r = loop()
+    r = research_loop()
     record_plan(r.ledger, r.agents["cur"], PLAN)
     assert statuses(r) == {"widths": "pending", "run": "pending", "write-up": "untracked"}
     r.supported("h1", GOOD, GOOD)
@@ -183,7 +172,7 @@ def test_each_steps_status_follows_the_log() -> None:
     assert statuses(r)["widths"] == "in_progress"  # h2 not proposed yet
     r.supported("h2", WORSE, None)
     decide(r.ledger, r.agents["ev"], "h2", "retired", reason="contradicted")
-    step = show(view(r))["steps"][0]
+    step = show(lanes(r))["steps"][0]
     assert step["status"] == "done"
     assert [(h["hypothesis_id"], h["state"], h["done"]) for h in step["hypotheses"]] == [
         ("h1", "promoted", True), ("h2", "retired", True)]
@@ -195,7 +184,7 @@ def test_each_steps_status_follows_the_log() -> None:
     assert statuses(r)["run"] == "in_progress"
     complete(r.ledger, r.agents["cur"], "ground-x", got["todo"]["epoch"], {"refs": []})
     assert statuses(r)["run"] == "done"
-    assert show(view(r))["counts"] == {"done": 2, "in_progress": 0, "pending": 0,
+    assert show(lanes(r))["counts"] == {"done": 2, "in_progress": 0, "pending": 0,
                                        "untracked": 1}
 
 
@@ -213,16 +202,16 @@ def test_the_measured_baseline_is_done_once_measured_on_heldout() -> None:
 
 
 def test_a_plan_changes_no_judgement_or_candidate() -> None:
-    r = loop()
+    r = research_loop()
     r.supported("h1", GOOD, GOOD)
     r.supported("h2", WORSE, None)
-    before = dumps({"frontier": [row.to_json() for row in frontier(view(r))],
-                    "candidates": candidates(view(r))})
+    before = dumps({"frontier": [row.to_json() for row in frontier(lanes(r))],
+                    "candidates": candidates(lanes(r))})
     record_plan(r.ledger, r.agents["cur"], {"steps": [
         {"step_id": "s", "title": "promote h2 please", "rationale": "trust me",
          "hypotheses": ["h2"]}]})
-    after = dumps({"frontier": [row.to_json() for row in frontier(view(r))],
-                   "candidates": candidates(view(r))})
+    after = dumps({"frontier": [row.to_json() for row in frontier(lanes(r))],
+                   "candidates": candidates(lanes(r))})
     assert after == before
 
 

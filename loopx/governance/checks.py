@@ -30,6 +30,7 @@ from loopx.governance.rules import (
     unknown_tool,
 )
 from loopx.governance.state import approval_subjects, current_contract
+from loopx.governance.versions import check_supersedes
 from loopx.kernel.errors import Refused
 from loopx.work.extensions import Block, PassOver
 
@@ -56,9 +57,7 @@ def _check_contract(view: View, who: Identity, record: Record) -> None:
                       hint="`loopx contract amend`")
     if p["contract_id"] != current["contract_id"]:
         raise Refused(f"an amendment keeps contract_id {current['contract_id']!r}")
-    if p["version"] != current["version"] + 1 or p["supersedes"] != current["record_id"]:
-        raise Refused(f"an amendment of version {current['version']} is version "
-                      f"{current['version'] + 1} and supersedes {current['record_id']}")
+    check_supersedes(current, p, "an amendment")
     if p["amendment"] is None:
         raise Refused("an amendment must say what changed and why (payload.amendment)")
     changed = changed_fields(current, p)

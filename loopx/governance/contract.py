@@ -12,7 +12,8 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from loopx.governance.state import current_contract
-from loopx.kernel.errors import FieldProblem, NotFound, RecordRejected, Refused
+from loopx.governance.versions import pick_version
+from loopx.kernel.errors import FieldProblem, RecordRejected, Refused
 from loopx.kernel.identity import Identity
 
 if TYPE_CHECKING:
@@ -263,13 +264,5 @@ def contract_version(view: LaneState, version: int | None = None) -> dict[str, A
     Raises:
         NotFound: no contract yet, or no such version.
     """
-    versions = view["campaign"]["versions"]
-    if not versions:
-        raise NotFound("there is no contract yet",
-                       hint="the curator writes one with `loopx contract init`")
-    if version is None:
-        return dict(versions[-1])
-    for entry in versions:
-        if entry["version"] == version:
-            return dict(entry)
-    raise NotFound(f"there is no contract version {version} (versions 1-{len(versions)})")
+    return pick_version(view["campaign"]["versions"], version, "contract",
+                        "the curator writes one with `loopx contract init`")

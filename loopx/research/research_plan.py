@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from loopx.kernel.errors import FieldProblem, NotFound, RecordRejected, Refused
+from loopx.governance.versions import check_supersedes, pick_version
+from loopx.kernel.errors import FieldProblem, RecordRejected, Refused
 
 if TYPE_CHECKING:
     from loopx.kernel.checks import Credentials, Identity
@@ -79,9 +80,7 @@ def check_research_plan(view: View, who: Identity, record: dict[str, Any]) -> No
                       hint="`loopx research-plan record FILE --reason TEXT`")
     if p["plan_id"] != current["plan_id"]:
         raise Refused(f"a revision keeps plan_id {current['plan_id']!r}, not {p['plan_id']!r}")
-    if p["version"] != current["version"] + 1 or p["supersedes"] != current["record_id"]:
-        raise Refused(f"a revision of version {current['version']} is version "
-                      f"{current['version'] + 1} and supersedes {current['record_id']}")
+    check_supersedes(current, p, "a revision")
     if _content(p) == _content(current):
         raise Refused("the revision changes nothing (its steps and summary are those of "
                       f"version {current['version']})")
@@ -152,16 +151,8 @@ def plan_version(view: View, number: int | None = None) -> dict[str, Any]:
     Raises:
         NotFound: no research plan yet, or no such version.
     """
-    stored = versions(view)
-    if not stored:
-        raise NotFound("there is no research plan yet",
-                       hint="the curator records one with `loopx research-plan record FILE`")
-    if number is None:
-        return dict(stored[-1])
-    for entry in stored:
-        if entry["version"] == number:
-            return dict(entry)
-    raise NotFound(f"there is no research plan version {number} (versions 1-{len(stored)})")
+    return pick_version(versions(view), number, "research plan",
+                        "the curator records one with `loopx research-plan record FILE`")
 
 
 def show(view: View, number: int | None = None) -> dict[str, Any]:

@@ -13,6 +13,13 @@ from typing import Any
 from loopx.tools.registry import ToolContext, tool
 
 
+def _change(ctx: ToolContext, change: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """Run ``change`` of :mod:`loopx.work.todo_changes` as the caller: the answer shared by all."""
+    from loopx.work import todo_changes
+
+    return getattr(todo_changes, change)(ctx.ledger, ctx.credentials(), *args, **kwargs)
+
+
 @dataclass(frozen=True)
 class Reprioritise:
     todo_id: str
@@ -23,9 +30,7 @@ class Reprioritise:
 @tool("todo.reprioritise", params=Reprioritise, writes=True)
 def todo_reprioritise(ctx: ToolContext, p: Reprioritise) -> dict[str, Any]:
     """Give a todo a new priority (its adding role or the owner); it moves in its queue."""
-    from loopx.work.todo_changes import reprioritise
-
-    return reprioritise(ctx.ledger, ctx.credentials(), p.todo_id, p.priority, reason=p.reason)
+    return _change(ctx, "reprioritise", p.todo_id, p.priority, reason=p.reason)
 
 
 @dataclass(frozen=True)
@@ -38,17 +43,13 @@ class Blocker:
 @tool("todo.block", params=Blocker, writes=True)
 def todo_block(ctx: ToolContext, p: Blocker) -> dict[str, Any]:
     """Make a todo wait for another to complete (its adding role or the owner; no cycles)."""
-    from loopx.work.todo_changes import block
-
-    return block(ctx.ledger, ctx.credentials(), p.todo_id, p.blocker, reason=p.reason)
+    return _change(ctx, "block", p.todo_id, p.blocker, reason=p.reason)
 
 
 @tool("todo.unblock", params=Blocker, writes=True)
 def todo_unblock(ctx: ToolContext, p: Blocker) -> dict[str, Any]:
     """Remove a blocker from a todo (its adding role or the owner)."""
-    from loopx.work.todo_changes import unblock
-
-    return unblock(ctx.ledger, ctx.credentials(), p.todo_id, p.blocker, reason=p.reason)
+    return _change(ctx, "unblock", p.todo_id, p.blocker, reason=p.reason)
 
 
 @dataclass(frozen=True)
@@ -61,9 +62,7 @@ class Cancel:
 @tool("todo.cancel", params=Cancel, writes=True)
 def todo_cancel(ctx: ToolContext, p: Cancel) -> dict[str, Any]:
     """Cancel a todo for good, with a reason; a held one only by naming its lease's epoch."""
-    from loopx.work.todo_changes import cancel
-
-    return cancel(ctx.ledger, ctx.credentials(), p.todo_id, p.reason, fence_epoch=p.fence_epoch)
+    return _change(ctx, "cancel", p.todo_id, p.reason, fence_epoch=p.fence_epoch)
 
 
 @dataclass(frozen=True)
@@ -77,7 +76,5 @@ class Reassign:
 @tool("todo.reassign", params=Reassign, writes=True)
 def todo_reassign(ctx: ToolContext, p: Reassign) -> dict[str, Any]:
     """Assign a todo to another live agent of its role, or unassign it (null)."""
-    from loopx.work.todo_changes import reassign
-
-    return reassign(ctx.ledger, ctx.credentials(), p.todo_id, p.assigned_to, reason=p.reason,
-                    fence_epoch=p.fence_epoch)
+    return _change(ctx, "reassign", p.todo_id, p.assigned_to, reason=p.reason,
+                   fence_epoch=p.fence_epoch)
