@@ -141,3 +141,14 @@ class OnCampaign:
             fn()
         assert self.c.head() == head
         return caught.value
+
+
+# The smallest valid contract, for tests of kinds and scopes rather than of research.
+MINIMAL_CONTRACT: dict[str, Any] = {
+    "contract_id": "c1",
+    "objective": {"name": "n", "prompt": "p", "domain": "d"},
+    "metric": {"name": "acc", "direction": "maximize", "baseline": 0.5, "seeds": [0, 1]},
+    "evaluation": {"dev": {"name": "dev"}, "heldout": {"name": "heldout"}},
+    "protected_scope": ["eval/"],
+    "tool_risks": {"lab.inspect": "read", "lab.train": "compute"},
+}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from lanes_support import Campaign, campaign
+from lanes_support import MINIMAL_CONTRACT, Campaign, campaign
 
 from loopx.kernel.checks import Credentials
 from loopx.kernel.errors import Forbidden, RecordRejected, Unauthorized
@@ -30,14 +30,7 @@ def expected_scope(role: str) -> dict[str, tuple[str, ...]]:
 
 GOVERNANCE = ("research_contract_v0", "action_proposal_v0", "approval_v0", "action_result_v0",
               "usage_v0", "finding_v0", "research_decision_v0", "campaign_transition_v0")
-CONTRACT = {
-    "contract_id": "c1",
-    "objective": {"name": "n", "prompt": "p", "domain": "d"},
-    "metric": {"name": "acc", "direction": "maximize", "baseline": 0.5, "seeds": [0, 1]},
-    "evaluation": {"dev": {"name": "dev"}, "heldout": {"name": "heldout"}},
-    "protected_scope": ["eval/"],
-    "tool_risks": {"lab.inspect": "read", "lab.train": "compute"},
-}
+CONTRACT = MINIMAL_CONTRACT
 
 
 def setup_contract(c: Campaign, **changes: Any) -> dict[str, Any]:

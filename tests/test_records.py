@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from lanes_support import MINIMAL_CONTRACT
 
 from loopx.kernel.checks import Credentials
 from loopx.kernel.errors import (
@@ -32,14 +33,7 @@ from loopx.work.todos import add_todos
 from loopx.workspace import bootstrap_log
 
 VALID: dict[str, dict[str, Any]] = {
-    "research_contract_v0": {
-        "contract_id": "c1",
-        "objective": {"name": "n", "prompt": "p", "domain": "d"},
-        "metric": {"name": "acc", "direction": "maximize", "baseline": 0.5, "seeds": [0, 1]},
-        "evaluation": {"dev": {"name": "dev"}, "heldout": {"name": "heldout"}},
-        "protected_scope": ["eval/"],
-        "tool_risks": {"lab.inspect": "read", "lab.train": "compute"},
-    },
+    "research_contract_v0": copy.deepcopy(MINIMAL_CONTRACT),
     "research_hypothesis_v0": {
         "hypothesis_id": "h1", "title": "t", "statement": "s", "mechanism_family": "m",
         "claimed_by": "a1", "no_grounding_reason": "none needed",
