@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from loopx.kernel.canonical import add_seconds, seconds_between
 from loopx.kernel.checks import Credentials
 from loopx.kernel.store.clock import RATE, Anchor, stamp
 from loopx.testing.research import ResearchLoop
 from loopx.work.claims import should_run
-from loopx.work.leases import add_seconds, seconds_between
 from loopx.work.todos import add_todos
 from loopx.workspace import find_workspace, init_workspace
 

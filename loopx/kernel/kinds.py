@@ -46,12 +46,12 @@ class _Kinds(Mapping[str, KindSpec]):
 
     def _get(self) -> dict[str, KindSpec]:
         if self._table is None:
-            table = {spec.name: spec for spec in kernel_kinds()}
-            for name, spec in installed().kinds().items():
-                if name in table:
-                    raise ValueError(f"record kind {name!r} is declared twice")
-                table[name] = spec
-            self._table = table
+            own = {spec.name: spec for spec in kernel_kinds()}
+            domains = installed().kinds()  # refuses a kind two domains declare
+            clash = own.keys() & domains.keys()
+            if clash:
+                raise ValueError(f"record kind(s) {', '.join(sorted(clash))} declared twice")
+            self._table = {**own, **domains}
         return self._table
 
     def __getitem__(self, name: str) -> KindSpec:

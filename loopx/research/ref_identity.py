@@ -133,13 +133,6 @@ def ref_key(ref: Mapping[str, Any]) -> RefKey:
     return RefKey("text:" + "".join(c for c in text if c.isalnum()), sha256=digest)
 
 
-def overlaps(refs: Iterable[Mapping[str, Any]], others: Iterable[Mapping[str, Any]]
-             ) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
-    """Every pair (ref, other) naming the same material, in the order of ``refs``."""
-    keyed = [(o, ref_key(o)) for o in others]
-    return [(r, o) for r in refs for o, key in keyed if ref_key(r).same_material(key)]
-
-
 def covered(refs: Iterable[Mapping[str, Any]], ref: Mapping[str, Any]) -> bool:
     """Whether any of ``refs`` names the same material as ``ref``."""
     key = ref_key(ref)

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from loopx.kernel.canonical import add_seconds
 from loopx.kernel.checks import Credentials, Identity, check_batch
 from loopx.kernel.errors import LoopxError, Refused
 from loopx.kernel.ledger import Ledger
 from loopx.kernel.store.base import Record
-from loopx.work.leases import add_seconds, lease_live
+from loopx.work.leases import lease_live
 from loopx.work.should_run import (
     Decision,
     claim_fields,

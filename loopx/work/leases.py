@@ -1,12 +1,8 @@
-"""Lease time: store timestamps plus seconds, compared as strings (the format sorts by time)."""
+"""Whether a lease holds: store timestamps compared as strings (the format sorts by time)."""
 
 from __future__ import annotations
 
 from typing import Any
-
-from loopx.kernel.canonical import add_seconds, seconds_between
-
-__all__ = ["add_seconds", "lease_live", "seconds_between"]
 
 
 def lease_live(todo: dict[str, Any], agents: Any, now: str) -> bool:
