@@ -1,4 +1,5 @@
-"""Frontier + candidates after one new record on a 100k-record log, against a full rebuild.
+"""`loopx frontier` + `loopx candidates` after one new record, in fresh CLI processes, against
+a full rebuild.
 
 What it measures
     Builds (untimed) a file-backed workspace (``loopx.workspace.init_workspace``) whose log
@@ -11,39 +12,44 @@ What it measures
     (``loopx.testing.lanes.executor_writer``), 1,000 per checked append. The build writes with
     ``FileStore(durable=False)``: durability is not what is measured.
 
-    Then, in one process, each repetition appends ONE record through the checked path, a dev
-    judgement of a hypothesis (``loopx.research.operations.judge``, a different one each repetition), by
-    a writer ledger (untimed), and times, in alternating order:
-      (a) incremental  a ledger that has followed the log (caught up before the append) calls
-                       ``state()`` (folds the one new record), then ``frontier(view)`` and
-                       ``candidates(view, rows)``
-      (b) rebuild      a fresh ``Ledger(FileStore(dir), checkpoint_path=None)``: ``state()``
-                       reads and folds the whole log from nothing, then the same projections
-    Neither ledger has a checkpoint path, so neither writes one while timed. A ``gc.collect()``
-    precedes every timed section, so neither side pays for the other's garbage. Each
-    repetition checks that (a) and (b) folded the same head and give byte-identical frontier
-    and candidates (canonical JSON). Both cases compute the frontier once and read the
-    candidates off its rows (``candidates(view, rows)``), as a client asking for both does;
-    ``candidates(view)`` alone computes the frontier itself.
+    Each repetition leaves the checkpoint a ledger with the default ``checkpoint_every`` leaves
+    after a command at the head (``.loopx/checkpoints/``, written by the workspace's own
+    ``Ledger``), appends ONE record through the checked path (a dev judgement,
+    ``loopx.research.operations.judge``, of a different hypothesis each repetition), untimed,
+    then times, in alternating order, what an agent pays for both projections:
+      (a) incremental  ``loopx frontier --json`` then ``loopx candidates --json``, each a fresh
+                       process, spawn to exit, on the workspace with that checkpoint: each loads
+                       the checkpoint, folds the one new record and projects
+      (b) rebuild      the same two processes with no checkpoint to read or write (the
+                       ``checkpoints`` directory is replaced by a plain file for the case, so
+                       the rebuild pays neither a load nor a save): each reads and folds the
+                       whole log, then projects
+    The two processes of a case run one after the other; the case's time is their sum. Each
+    repetition checks that (a) and (b) print byte-identical JSON naming the new record's seq
+    as head, that (a) left the checkpoint untouched and that (b) found none.
+    Bytecode caching is on, in a private cache that untimed first runs fill (as after an
+    install's first import).
 
 Verdict (median of per-repetition ratios)
-    (a)/(b)   goal <= 0.05: after one new record, the projections cost a catch-up step and a
-              pass over the hypotheses, never a replay of the log
+    (a)/(b)   goal <= 0.05: after one new record, a fresh process pays a checkpoint load, a
+              catch-up step and a pass over the hypotheses, never a replay of the log
 
 Run
-    python bench/projections_incremental.py                    # defaults, about 30 s
-    python bench/projections_incremental.py --records 20000    # quick, about 5 s
+    python bench/projections_incremental.py                    # defaults, about a minute
+    python bench/projections_incremental.py --records 20000    # quick, about 15 s
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
+import json
 import os
 import platform
 import random
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -154,65 +160,59 @@ def build(root: Path, records: int, hypotheses: int, seed: int) -> Built:
     return Built(root, loop, judgeable, counts)
 
 
-def projected(view: dict[str, Any]) -> tuple[bytes, bytes]:
-    """Frontier and candidates of ``view`` as canonical JSON (for the equality check only)."""
-    from loopx.kernel.canonical import dumps
-    from loopx.research.projections import candidates, frontier
-
-    return dumps([r.to_json() for r in frontier(view)]), dumps(candidates(view))
-
-
 @dataclass
-class Run:
-    """One timed case: seconds per step, the head it folded, and its view."""
+class Case:
+    """One timed case: seconds of each process, and what each printed."""
 
-    fold: float
     frontier: float
     candidates: float
-    seq: int
-    view: dict[str, Any]
+    out: tuple[str, str]
 
     @property
     def total(self) -> float:
-        return self.fold + self.frontier + self.candidates
+        return self.frontier + self.candidates
 
 
-def timed(ledger: Any) -> Run:
-    """``ledger.state()`` then frontier and candidates of its view, each step timed."""
-    from loopx.research.projections import candidates, frontier
-
-    t0 = time.perf_counter()
-    state = ledger.state()
-    view = state["lanes"]
-    t1 = time.perf_counter()
-    rows = frontier(view)
-    t2 = time.perf_counter()
-    candidates(view, rows)  # read off the same rows: frontier and candidates are one pass
-    t3 = time.perf_counter()
-    return Run(t1 - t0, t2 - t1, t3 - t2, state.seq, view)
+def loopx_argv(root: Path, command: str) -> list[str]:
+    """The installed ``loopx`` entry point (as an agent runs it) for ``command --json``."""
+    loopx = Path(sys.executable).with_name("loopx")
+    head = [str(loopx)] if loopx.exists() else [sys.executable, "-m", "loopx.cli"]
+    return [*head, "-C", str(root), command, "--json"]
 
 
-def incremental(live: Any) -> Run:
-    """(a): the ledger that followed the log folds the new record, then projects."""
-    gc.collect()
-    return timed(live)
+def run_case(root: Path, env: dict[str, str]) -> Case:
+    """``loopx frontier --json`` then ``loopx candidates --json``, each timed spawn to exit."""
+    times: list[float] = []
+    outs: list[str] = []
+    for command in ("frontier", "candidates"):
+        t0 = time.perf_counter()
+        done = subprocess.run(loopx_argv(root, command), capture_output=True, text=True,
+                              env=env, check=False)
+        times.append(time.perf_counter() - t0)
+        if done.returncode != 0:
+            raise RuntimeError(f"loopx {command} failed: {done.stderr}")
+        outs.append(done.stdout)
+    return Case(times[0], times[1], (outs[0], outs[1]))
 
 
-def rebuild(store_dir: Path) -> Run:
-    """(b): a fresh ledger with no checkpoint folds the whole log, then projects."""
+def save_head_checkpoint(root: Path) -> Path:
+    """Leave the checkpoint the workspace's ledger leaves after a command at the head."""
     from loopx.kernel.ledger import Ledger
-    from loopx.kernel.store.file import FileStore
+    from loopx.workspace import find_workspace
 
-    gc.collect()
-    t0 = time.perf_counter()
-    fresh = Ledger(FileStore(store_dir), checkpoint_path=None)
-    opened = time.perf_counter() - t0
-    run = timed(fresh)
-    run.fold += opened  # opening the store belongs to the rebuild
-    fresh.store.close()
-    if fresh.checkpoint_status != "not loaded":
-        raise RuntimeError(f"the rebuild read a checkpoint: {fresh.checkpoint_status}")
-    return run
+    ws = find_workspace(root)
+    ledger = ws.ledger()
+    ledger.checkpoint_every = 1  # save at the head now, as a command far enough ahead does
+    ledger.state()
+    ledger.store.close()
+    path = ledger.checkpoint_path
+    assert path is not None
+    check = Ledger(ws.store(), checkpoint_path=path)
+    check.state()
+    check.store.close()
+    if check.checkpoint_status != "checkpoint used":
+        raise RuntimeError(f"the checkpoint is not usable: {check.checkpoint_status}")
+    return path
 
 
 def main() -> None:
@@ -227,8 +227,6 @@ def main() -> None:
     args = parser.parse_args()
     hypotheses = args.hypotheses if args.hypotheses is not None else max(args.records // 50, 10)
 
-    from loopx.kernel.ledger import Ledger
-    from loopx.kernel.store.file import FileStore
     from loopx.research.operations import judge
 
     root = Path(tempfile.mkdtemp(prefix="loopx-bench-proj-", dir=args.dir))
@@ -237,27 +235,46 @@ def main() -> None:
         built = build(root / "ws", args.records, hypotheses, args.seed)
         built_s = time.perf_counter() - t0
         loop = built.loop
-        store_dir = root / "ws" / ".loopx"
-        live = Ledger(FileStore(store_dir), checkpoint_path=None)
-        live.state()  # caught up before the first new record, untimed
-        runs: dict[str, list[Run]] = {"a": [], "b": []}
+        ws = root / "ws"
+        loopx_dir = ws / ".loopx"
+        checkpoints = loopx_dir / "checkpoints"
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("LOOPX_TOKEN", "LOOPX_WORKSPACE", "PYTHONDONTWRITEBYTECODE")}
+        env["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
+        ckpt = save_head_checkpoint(ws)
+        run_case(ws, env)  # untimed: fills the bytecode cache and the page cache
+        runs: dict[str, list[Case]] = {"a": [], "b": []}
         for rep in range(args.reps):
+            ckpt = save_head_checkpoint(ws)
             hid = built.judgeable[rep * 7919 % len(built.judgeable)]
             new = judge(loop.ledger, loop.agents["ev"], hid, "dev")["seq"]
             for case in (("a", "b") if rep % 2 == 0 else ("b", "a")):
-                run = incremental(live) if case == "a" else rebuild(store_dir)
-                if run.seq != new:
-                    raise RuntimeError(f"({case}) folded up to seq {run.seq}, the new record "
-                                       f"is {new}")
-                runs[case].append(run)
-            if projected(runs["a"][-1].view) != projected(runs["b"][-1].view):
+                if case == "a":
+                    before = ckpt.stat()
+                    runs["a"].append(run_case(ws, env))
+                    after = ckpt.stat()
+                    if (before.st_ino, before.st_mtime_ns) != (after.st_ino, after.st_mtime_ns):
+                        raise RuntimeError("(a) rewrote the checkpoint")
+                else:
+                    aside = loopx_dir / "checkpoints.aside"
+                    checkpoints.rename(aside)
+                    checkpoints.write_bytes(b"")  # neither read nor written by (b)
+                    try:
+                        runs["b"].append(run_case(ws, env))
+                    finally:
+                        checkpoints.unlink()
+                        aside.rename(checkpoints)
+            a, b = runs["a"][-1], runs["b"][-1]
+            if a.out != b.out:
                 raise RuntimeError("incremental and rebuilt projections differ")
-            runs["b"][-1].view = {}  # let the rebuilt state go before the next repetition
-        head = live.state().seq
-        view = live.state()["lanes"]
-        log_bytes = sum(p.stat().st_size for p in (store_dir / "log").iterdir())
+            if json.loads(a.out[0])["head_seq"] != new or json.loads(a.out[1])["head_seq"] != new:
+                raise RuntimeError(f"the projections did not reach the new record (seq {new})")
+        frontier_out = json.loads(runs["a"][-1].out[0])
+        candidates_out = json.loads(runs["a"][-1].out[1])
+        head = frontier_out["head_seq"]
+        log_bytes = sum(p.stat().st_size for p in (loopx_dir / "log").iterdir())
+        ckpt_bytes = ckpt.stat().st_size
         loop.ledger.store.close()
-        live.store.close()
     finally:
         if args.keep:
             print(f"kept {root}")
@@ -270,22 +287,24 @@ def main() -> None:
     c = built.counts
     print(f"projections_incremental: python {platform.python_version()}, {os.cpu_count()} CPUs, "
           f"{args.reps} reps, built in {built_s:.0f} s")
-    print(f"log {head} records ({log_bytes / 2**20:.1f} MB): {len(view['hypotheses'])} "
-          f"hypotheses ({c['refused']} duplicates refused, {c['promoted']} promoted, "
-          f"{c['retired']} retired), {len(view['packets'])} packets, {c['filler']} rollout events")
+    print(f"log {head} records ({log_bytes / 2**20:.1f} MB), checkpoint "
+          f"{ckpt_bytes / 2**20:.1f} MB: {len(frontier_out['hypotheses'])} hypotheses "
+          f"({c['refused']} duplicates refused, {c['promoted']} promoted, {c['retired']} "
+          f"retired), {sum(len(v) for v in candidates_out.values() if isinstance(v, list))} "
+          f"candidates, {c['filler']} rollout events")
     print()
-    print(f"{'case':<37} | {'median ms':>9} | {'min ms':>8} | {'max ms':>8} || "
-          f"{'state()':>8} | {'frontier':>8} | {'candid.':>8}")
-    print("-" * 103)
-    for key, name in (("a", "(a) one new record, followed ledger"),
-                      ("b", "(b) full rebuild, fresh ledger")):
+    print(f"{'case':<44} | {'median ms':>9} | {'min ms':>8} | {'max ms':>8} || "
+          f"{'frontier':>8} | {'candid.':>8}")
+    print("-" * 100)
+    for key, name in (("a", "(a) one new record, checkpoint at the head"),
+                      ("b", "(b) full rebuild, no checkpoint")):
         ts = [r.total for r in runs[key]]
         steps = [med(getattr(r, step) for r in runs[key]) * 1e3
-                 for step in ("fold", "frontier", "candidates")]
-        print(f"{name:<37} | {med(ts) * 1e3:>9.2f} | {min(ts) * 1e3:>8.2f} | "
-              f"{max(ts) * 1e3:>8.2f} || {steps[0]:>8.2f} | {steps[1]:>8.2f} | {steps[2]:>8.2f}")
-    print("\nms; right of || the median of each step: state() (for (b) opening the store, "
-          "reading and folding the log), frontier(view), candidates(view, rows)")
+                 for step in ("frontier", "candidates")]
+        print(f"{name:<44} | {med(ts) * 1e3:>9.1f} | {min(ts) * 1e3:>8.1f} | "
+              f"{max(ts) * 1e3:>8.1f} || {steps[0]:>8.1f} | {steps[1]:>8.1f}")
+    print("\nms, spawn to exit; right of || the median of each process: `loopx frontier --json`, "
+          "`loopx candidates --json`")
     print(f"(a)/(b) = {ratio:.4f} [{min(ratios):.4f}-{max(ratios):.4f}] "
           f"(goal <= 0.05: {'PASS' if ratio <= 0.05 else 'MISS'})")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -290,6 +291,15 @@ def scenario(loop: ResearchLoop) -> None:
     loop.judge("mu-2", "dev")
 
 
+def scribble(value: Any) -> None:
+    """Overwrite every dict value and list item inside ``value``, however deep."""
+    items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
+    for key, item in items:
+        if isinstance(item, (dict, list)):
+            scribble(item)
+        value[key] = "scribbled"
+
+
 def test_projections_are_pure_functions_of_the_log() -> None:
     with workspace() as (ws, loop):
         scenario(loop)
@@ -302,6 +312,12 @@ def test_projections_are_pure_functions_of_the_log() -> None:
         assert projections(second) == once  # as does another fold of the same log
         # Candidates read off frontier rows the caller already has are the same candidates.
         assert dumps(candidates(first["lanes"], frontier(first["lanes"]))) == once["candidates"]
+        assert dumps(first.parts) == before
+        # A row's JSON is every field of the row, in plain containers of its own: scribbling
+        # over it leaves the state as it was.
+        rows_json = [r.to_json() for r in frontier(first["lanes"])]
+        assert rows_json == [asdict(r) for r in frontier(first["lanes"])]
+        scribble(rows_json)
         assert dumps(first.parts) == before
         out = once["candidates"].decode()
         # The scenario reaches the outcomes it is there for, so the bytes compared are not empty.

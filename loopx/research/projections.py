@@ -8,7 +8,7 @@ plus one pass over the hypotheses, never a replay of the log.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from loopx.research.completeness import completeness
@@ -62,8 +62,31 @@ class Row:
     completeness: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """The row as plain JSON data."""
-        return asdict(self)
+        """The row as plain JSON data (fresh containers, nothing shared with the view)."""
+        # Built field by field: dataclasses.asdict deep-copies every leaf and cost more than
+        # computing the frontier (issue 18).
+        return {
+            "hypothesis_id": self.hypothesis_id, "title": self.title, "state": self.state,
+            "revision": self.revision, "next_action": self.next_action,
+            "next_role": self.next_role, "detail": self.detail,
+            "gates": {name: {"name": g.name, "required": g.required, "status": g.status,
+                             "reasons": _plain(g.reasons), "rests_on": _plain(g.rests_on)}
+                      for name, g in self.gates.items()},
+            "promotion": _plain(self.promotion), "retirement": _plain(self.retirement),
+            "retry": _plain(self.retry), "decision": self.decision,
+            "completeness": _plain(self.completeness),
+        }
+
+
+def _plain(value: Any) -> Any:
+    """A copy of JSON-like data: new dicts, lists and tuples; leaves (immutable) shared."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    return value
 
 
 def _todos(view: View, hypothesis_id: str) -> list[dict[str, Any]]:
@@ -198,6 +221,29 @@ def row(view: View, hypothesis_id: str) -> Row:
     gate_rows = gates(view, entry)
     if hypothesis_id == baseline_hypothesis(view):
         return _baseline_row(view, entry, gate_rows)
+    c = _candidacy(view, entry, gate_rows)
+    state, action, role, detail = _state(view, entry, gate_rows, c.decision, c.blockers,
+                                         c.retry, c.retire)
+    return Row(hypothesis_id, entry["title"], state, entry["revision"], action, role, detail,
+               gate_rows, c.promotion, c.retirement, c.retry if c.decision is None else None,
+               None if c.decision is None else c.decision["decision_id"],
+               completeness(view, entry))
+
+
+@dataclass
+class _Candidacy:
+    """What a row's candidacy rests on: the live decision, the promotion blockers, the
+    retirement reasons and retry, and the promotion and retirement candidates they make."""
+
+    decision: dict[str, Any] | None
+    blockers: list[str]
+    retire: dict[str, tuple[list[str], str]]
+    retry: dict[str, Any] | None
+    promotion: dict[str, Any] | None
+    retirement: dict[str, Any] | None
+
+
+def _candidacy(view: View, entry: dict[str, Any], gate_rows: dict[str, Gate]) -> _Candidacy:
     decision = live_decision(view, entry)
     blockers = promotion_blockers(view, entry, gate_rows)
     retire = _retirements(view, entry, gate_rows)
@@ -219,12 +265,7 @@ def row(view: View, hypothesis_id: str) -> Row:
         retirement = {"reasons": list(retire),
                       "rests_on": sorted({r for refs, _ in retire.values() for r in refs}),
                       "why": {reason: why for reason, (_, why) in retire.items()}}
-    state, action, role, detail = _state(view, entry, gate_rows, decision, blockers, retry,
-                                         retire)
-    return Row(hypothesis_id, entry["title"], state, entry["revision"], action, role, detail,
-               gate_rows, promotion, retirement, retry if decision is None else None,
-               None if decision is None else decision["decision_id"],
-               completeness(view, entry))
+    return _Candidacy(decision, blockers, retire, retry, promotion, retirement)
 
 
 def _baseline_row(view: View, entry: dict[str, Any], gate_rows: dict[str, Gate]) -> Row:
@@ -311,12 +352,17 @@ def _state(view: View, entry: dict[str, Any], gate_rows: dict[str, Gate],
     return "proposed", "add_todo", "hypothesis_proposer", "no todo works on it yet"
 
 
+def _in_order(view: View) -> list[str]:
+    """The hypotheses in the order proposed."""
+    hypotheses = view["hypotheses"]
+    return sorted(hypotheses, key=lambda h: hypotheses[h]["seq"])
+
+
 def frontier(view: View, role: str | None = None, agent_id: str | None = None) -> list[Row]:
     """Every hypothesis' row in the order proposed; with ``role``, only those whose next action
     that role takes (and never a novelty audit of a hypothesis the agent is on the ideation
     side of: its own, or a refinement of its own)."""
-    rows = [row(view, h) for h in sorted(view["hypotheses"],
-                                         key=lambda h: view["hypotheses"][h]["seq"])]
+    rows = [row(view, h) for h in _in_order(view)]
     if role is None:
         return rows
     return [r for r in rows if r.next_role == role and not (
@@ -327,15 +373,31 @@ def candidates(view: View, rows: list[Row] | None = None) -> dict[str, list[dict
     """Promotion, retirement and retry candidates, each with the records it rests on.
 
     ``rows`` is the unfiltered :func:`frontier` of the same view, if the caller has it already
-    (the candidates are read off its rows, so both cost one pass).
+    (the candidates are read off its rows, so both cost one pass). Without it, only what the
+    candidates rest on is computed (no row states, details or completeness).
     """
     out: dict[str, list[dict[str, Any]]] = {"promotion": [], "retirement": [], "retry": []}
-    for r in frontier(view) if rows is None else rows:
-        base = {"hypothesis_id": r.hypothesis_id, "title": r.title, "revision": r.revision}
-        if r.promotion is not None:
-            out["promotion"].append({**base, **r.promotion})
-        if r.retirement is not None:
-            out["retirement"].append({**base, **r.retirement})
-        if r.retry is not None:
-            out["retry"].append({**base, **r.retry})
+    found: list[tuple[str, str, int, dict[str, Any] | None, dict[str, Any] | None,
+                      dict[str, Any] | None]] = []
+    if rows is not None:
+        found = [(r.hypothesis_id, r.title, r.revision, r.promotion, r.retirement, r.retry)
+                 for r in rows]
+    else:
+        baseline = baseline_hypothesis(view)
+        for hid in _in_order(view):
+            entry = view["hypotheses"][hid]
+            decision = live_decision(view, entry)
+            if hid == baseline or (decision is not None and decision["outcome"] == "retired"):
+                continue  # never a candidate: the baseline, or a hypothesis already retired
+            c = _candidacy(view, entry, gates(view, entry))
+            found.append((hid, entry["title"], entry["revision"], c.promotion, c.retirement,
+                          c.retry if c.decision is None else None))
+    for hid, title, revision, promotion, retirement, retry in found:
+        base = {"hypothesis_id": hid, "title": title, "revision": revision}
+        if promotion is not None:
+            out["promotion"].append({**base, **promotion})
+        if retirement is not None:
+            out["retirement"].append({**base, **retirement})
+        if retry is not None:
+            out["retry"].append({**base, **retry})
     return out

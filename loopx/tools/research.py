@@ -172,26 +172,30 @@ class Frontier:
 @tool("frontier.show", params=Frontier, writes=False)
 def frontier_show(ctx: ToolContext, p: Frontier) -> dict[str, Any]:
     """decentralized_research_frontier_v0: each hypothesis' state, next action and its role."""
+    from loopx.kernel.gc_pause import paused_gc
     from loopx.research.projections import frontier
     from loopx.work.should_run import agent_entry
 
-    state = ctx.ledger.state()
-    view = state["lanes"]
-    role = None
-    if p.agent_id is not None:
-        role = "owner" if p.agent_id == "owner" else agent_entry(view, p.agent_id)["role"]
-    rows = frontier(view, role=role, agent_id=p.agent_id)
-    return {"schema_version": "decentralized_research_frontier_v0", "head_seq": state.seq,
-            "agent_id": p.agent_id, "role": role, "hypotheses": [r.to_json() for r in rows]}
+    with paused_gc():  # the state and the rows hold no cycles (loopx.kernel.gc_pause)
+        state = ctx.ledger.state()
+        view = state["lanes"]
+        role = None
+        if p.agent_id is not None:
+            role = "owner" if p.agent_id == "owner" else agent_entry(view, p.agent_id)["role"]
+        rows = frontier(view, role=role, agent_id=p.agent_id)
+        return {"schema_version": "decentralized_research_frontier_v0", "head_seq": state.seq,
+                "agent_id": p.agent_id, "role": role, "hypotheses": [r.to_json() for r in rows]}
 
 
 @tool("candidates.list", params=NoParams, writes=False)
 def candidates_list(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     """Promotion, retirement and retry candidates, each with the records it rests on."""
+    from loopx.kernel.gc_pause import paused_gc
     from loopx.research.projections import candidates
 
-    state = ctx.ledger.state()
-    return {"head_seq": state.seq, **candidates(state["lanes"])}
+    with paused_gc():  # the state and the candidates hold no cycles (loopx.kernel.gc_pause)
+        state = ctx.ledger.state()
+        return {"head_seq": state.seq, **candidates(state["lanes"])}
 
 
 @dataclass(frozen=True)
