@@ -5,12 +5,18 @@ unbroken, batches are whole, timestamps never go back, each record matches its s
 ids are unique, and the workspace rules hold (the genesis record first and only first, one goal);
 and that every repair record's quarantine file holds exactly the torn bytes it describes.
 It cannot see a tail cut off at a record boundary unless given an anchor (``--expect SEQ:HASH``).
+
+The log is read as a stream, a chunk at a time: what verify keeps of the records it has passed
+(their ids, batch-end hashes) lives on disk (:mod:`loopx.kernel.verify_index`), so its memory
+does not grow with the log's length; only the folded state the write checks read does, as for
+any reader of the log.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any, Protocol, runtime_checkable
 
 from loopx.kernel.canonical import (
@@ -23,6 +29,10 @@ from loopx.kernel.canonical import (
 from loopx.kernel.errors import LoopxError
 from loopx.kernel.kinds import KINDS, stored_problems
 from loopx.kernel.store.base import Store
+from loopx.kernel.verify_index import SeenIndex
+
+# (name, first seq or None, the bytes whole or in chunks), as a store gives them to verify.
+Segment = tuple[str, int | None, bytes | Iterable[bytes]]
 
 
 @dataclass(frozen=True)
@@ -95,28 +105,40 @@ def verify_store(store: Store, anchor: Anchor | None = None, *,
         StorageError: a segment could not be read (permissions, a disk error).
     """
     kept = store if isinstance(store, Quarantine) else None
-    return verify_segments(store.raw_segments(), anchor, workspace_rules=workspace_rules,
+    return verify_segments(store.raw_chunks(), anchor, workspace_rules=workspace_rules,
                            quarantine=kept)
 
 
-def verify_segments(segments: Iterable[tuple[str, int | None, bytes]],
-                    anchor: Anchor | None = None, *,
+def verify_segments(segments: Iterable[Segment], anchor: Anchor | None = None, *,
                     workspace_rules: bool = True,
                     quarantine: Quarantine | None = None) -> VerifyReport:
-    """Verify segments given as (name, first seq or None, bytes), in log order; with
-    ``quarantine``, also that every repair record's quarantine file holds the bytes it names."""
+    """Verify segments given as (name, first seq or None, bytes or an iterable of chunks of
+    them), in log order, reading each once as it comes; with ``quarantine``, also that every
+    repair record's quarantine file holds the bytes it names."""
     report = VerifyReport()
     checker = _Checker(anchor.seq if anchor else None, workspace_rules, quarantine)
     try:
-        parts = list(segments)
-        for index, (name, first, data) in enumerate(parts):
-            last = index == len(parts) - 1
+        for name, first, data in segments:
+            # An unfinished write is allowed only at the end of the log: another segment
+            # after it means it is in the middle.
+            if checker.unfinished is not None:
+                raise _Bad(checker.head_seq + 1, checker.unfinished[0],
+                           "incomplete write in the middle of the log")
             report.segments += 1
-            if first is not None and first != checker.expected and data:
+            chunks = _chunks(data)
+            head = next((c for c in chunks if c), b"")
+            if first is not None and first != checker.expected and head:
                 raise _Bad(checker.expected, name,
                            f"segment starts at seq {first} but seq {checker.expected} is next:"
                            " records are missing or reordered")
-            checker.segment(name, data, last, report)
+            checker.segment(name, chain((head,), chunks))
+        checker.flush()
+        if checker.unfinished is not None:
+            _, pending, fragment = checker.unfinished
+            report.notes.append(
+                f"{pending} record(s) of an unfinished batch and {fragment} byte(s) of an "
+                f"incomplete line after seq {checker.head_seq}: a write in progress, or a torn "
+                "tail the next writer will move to quarantine")
         if quarantine is not None:
             for kept_name in sorted(set(quarantine.quarantine_names()) - checker.repaired):
                 report.notes.append(
@@ -132,12 +154,30 @@ def verify_segments(segments: Iterable[tuple[str, int | None, bytes]],
             if checker.anchor_hash != anchor.hash:
                 raise _Bad(anchor.seq, "anchor", "the record at the anchor's seq has another hash")
             report.anchor["ok"] = True
-    except _Bad as bad:
+    except _Bad as found:
+        bad = found
+        try:  # a duplicate id still pending was found before this problem: it comes first
+            checker.flush()
+        except _Bad as earlier:
+            bad = earlier
         report.ok, report.first_bad_seq, report.where, report.problem = (
             False, bad.seq, bad.where, bad.problem)
+    finally:
+        checker.seen.close()
     report.records = checker.head_seq
     report.head_seq, report.head_hash = checker.head_seq, checker.head_hash
     return report
+
+
+def _chunks(data: bytes | Iterable[bytes]) -> Iterator[bytes]:
+    """A segment's bytes as an iterator of chunks, whether given whole or in chunks."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return iter((bytes(data),))
+    return iter(data)
+
+
+# Ids and heads written to the index together: a bunch per SQLite call, not a record.
+_BUNCH = 1024
 
 
 class _Checker:
@@ -152,29 +192,36 @@ class _Checker:
         self.prev = GENESIS_HASH
         self.head_seq, self.head_hash = 0, GENESIS_HASH
         self.last_ts = ""
-        self.ids: set[str] = set()
+        # Record ids and batch-end hashes (publications pin one): on disk, not in memory,
+        # written in bunches; the ids wait with the seq and place to report a duplicate at.
+        self.seen = SeenIndex()
+        self.pending_ids: list[tuple[str, int, str]] = []
+        self.pending_heads: list[tuple[int, str]] = []
         self.goal: str | None = None
         self.open_batch: int | None = None
         self.anchor_seq = anchor_seq
         self.anchor_hash: str | None = None
         self.batch: list[dict[str, Any]] = []
         self.writes = _WriteChecks() if workspace_rules else None
-        # Batch-end hashes by seq (as bytes, to stay small): publications pin one of them.
-        self.heads: dict[int, bytes] = {}
+        # (segment, records of an unfinished batch, bytes of an incomplete line) when a
+        # segment ended inside a write: fine at the end of the log, bad anywhere else.
+        self.unfinished: tuple[str, int, int] | None = None
 
-    def segment(self, name: str, data: bytes, last: bool, report: VerifyReport) -> None:
-        lines = data.split(b"\n")
-        fragment = lines.pop()
-        for number, line in enumerate(lines, start=1):
-            self.line(line, f"{name} line {number}")
-        if fragment or self.open_batch is not None:
-            pending = self.expected - 1 - self.head_seq
-            if not last:
-                raise _Bad(self.head_seq + 1, name, "incomplete write in the middle of the log")
-            report.notes.append(
-                f"{pending} record(s) of an unfinished batch and {len(fragment)} byte(s) of an "
-                f"incomplete line after seq {self.head_seq}: a write in progress, or a torn tail "
-                "the next writer will move to quarantine")
+    def segment(self, name: str, chunks: Iterable[bytes]) -> None:
+        """Check a segment's lines as its chunks come, holding one chunk (and a line that
+        straddles two) at a time."""
+        number = 0
+        rest = b""
+        for chunk in chunks:
+            buf = rest + chunk if rest else chunk
+            start = 0
+            while (end := buf.find(b"\n", start)) >= 0:
+                number += 1
+                self.line(buf[start:end], f"{name} line {number}")
+                start = end + 1
+            rest = buf[start:]
+        if rest or self.open_batch is not None:
+            self.unfinished = (name, self.expected - 1 - self.head_seq, len(rest))
 
     def line(self, line: bytes, where: str) -> None:
         seq = self.expected
@@ -217,7 +264,21 @@ class _Checker:
             self.batch = []
             self.open_batch = None
             self.head_seq, self.head_hash = seq, record["hash"]
-            self.heads[seq] = bytes.fromhex(record["hash"])
+            self.pending_heads.append((seq, record["hash"]))
+            if len(self.pending_heads) >= _BUNCH:
+                self.flush()
+
+    def flush(self) -> None:
+        """Write the pending ids and heads; a pending id seen before is the problem found."""
+        ids, self.pending_ids = self.pending_ids, []
+        heads, self.pending_heads = self.pending_heads, []
+        if heads:
+            self.seen.add_heads(heads)
+        if ids:
+            twice = self.seen.add_ids([(record_id, seq) for record_id, seq, _ in ids])
+            if twice is not None:
+                record_id, seq, where = ids[twice]
+                raise _Bad(seq, where, f"record_id {record_id} is used twice")
 
     def _kept(self, payload: dict[str, Any], seq: int) -> None:
         """A repair record vouches that its quarantine file holds exactly the torn bytes."""
@@ -239,9 +300,10 @@ class _Checker:
         if record["ts"] < self.last_ts:
             raise _Bad(seq, where, "timestamp is earlier than the previous record's")
         self.last_ts = record["ts"]
-        if record["record_id"] in self.ids:
-            raise _Bad(seq, where, f"record_id {record['record_id']} is used twice")
-        self.ids.add(record["record_id"])
+        # Checked when the bunch is written (flush), before any later problem is reported.
+        self.pending_ids.append((record["record_id"], seq, where))
+        if len(self.pending_ids) >= _BUNCH:
+            self.flush()
         if self.workspace_rules:
             self._workspace_rules(record, seq, where)
 
@@ -261,7 +323,8 @@ class _Checker:
     def _pin(self, record: dict[str, Any], seq: int, where: str) -> None:
         """A publication or preview must pin a head this log really had, before it."""
         pinned, digest = record["payload"]["head_seq"], record["payload"]["head_hash"]
-        if self.heads.get(pinned) != bytes.fromhex(digest):
+        self.flush()
+        if self.seen.head(pinned) != bytes.fromhex(digest):
             raise _Bad(seq, where, f"{record['schema_version']} pins seq {pinned} with a hash "
                                    "this log did not have at that seq (a rendered snapshot "
                                    "that is not this log's)")

@@ -216,6 +216,13 @@ class Store(ABC):
         """The stored bytes as (name, first seq or None, bytes) per segment, in log order,
         unparsed, for ``verify``."""
 
+    def raw_chunks(self) -> Iterator[tuple[str, int | None, Iterator[bytes]]]:
+        """As :meth:`raw_segments`, each segment's bytes as an iterator of chunks, consumed
+        before the next segment is asked for: ``verify`` streams them. This default gives each
+        segment as one chunk; a store that can read a segment piecewise overrides it."""
+        for name, first, data in self.raw_segments():
+            yield name, first, iter((data,))
+
     def now(self) -> str:
         """The store's clock reading (what an append made now would be stamped with, before
         the never-go-back rule); queries use it so tests and writes share one clock."""

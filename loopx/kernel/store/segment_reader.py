@@ -65,6 +65,24 @@ class SegmentReader(Store):
                 raise StorageError.from_os(exc, "read", path=path) from None
             yield segment_name(first), first, data
 
+    def raw_chunks(self) -> Iterator[tuple[str, int | None, Iterator[bytes]]]:
+        # Piecewise, so verify holds one chunk of a segment at a time, never the log.
+        try:
+            firsts = self.segments()
+        except OSError as exc:
+            raise StorageError.from_os(exc, "read", path=self.log_dir) from None
+        for first in firsts:
+            yield segment_name(first), first, self._segment_chunks(first)
+
+    def _segment_chunks(self, first: int) -> Iterator[bytes]:
+        path = self.segment_path(first)
+        try:
+            with open(path, "rb") as f:
+                while chunk := f.read(READ_CHUNK):
+                    yield chunk
+        except OSError as exc:
+            raise StorageError.from_os(exc, "read", path=path) from None
+
     def segment_path(self, first_seq: int) -> Path:
         """Path of a segment by its first sequence number."""
         return self.log_dir / segment_name(first_seq)
