@@ -174,13 +174,14 @@ def frontier_show(ctx: ToolContext, p: Frontier) -> dict[str, Any]:
     """decentralized_research_frontier_v0: each hypothesis' state, next action and its role."""
     from loopx.kernel.gc_pause import paused_gc
     from loopx.research.projections import frontier
-    from loopx.work.should_run import agent_entry
 
     with paused_gc():  # the state and the rows hold no cycles (loopx.kernel.gc_pause)
         state = ctx.ledger.state()
         view = state["lanes"]
         role = None
         if p.agent_id is not None:
+            from loopx.work.should_run import agent_entry  # only to filter by role
+
             role = "owner" if p.agent_id == "owner" else agent_entry(view, p.agent_id)["role"]
         rows = frontier(view, role=role, agent_id=p.agent_id)
         return {"schema_version": "decentralized_research_frontier_v0", "head_seq": state.seq,
