@@ -26,7 +26,7 @@ What it measures
                        whole log, then projects
     The two processes of a case run one after the other; the case's time is their sum. Each
     repetition checks that (a) and (b) print byte-identical JSON naming the new record's seq
-    as head, that (a) left the checkpoint untouched and that (b) found none.
+    as head, that (a) left the checkpoint untouched and that (b) wrote none.
     Bytecode caching is on, in a private cache that untimed first runs fill (as after an
     install's first import).
 
@@ -261,6 +261,8 @@ def main() -> None:
                     checkpoints.write_bytes(b"")  # neither read nor written by (b)
                     try:
                         runs["b"].append(run_case(ws, env))
+                        if not checkpoints.is_file() or checkpoints.stat().st_size:
+                            raise RuntimeError("(b) wrote a checkpoint")
                     finally:
                         checkpoints.unlink()
                         aside.rename(checkpoints)
