@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from test_verify import all_lines, build, edit_byte, remove, rewrite
 
+from loopx.kernel.errors import StorageError
 from loopx.kernel.kinds import new_record_id
 from loopx.kernel.ledger import Ledger
 from loopx.kernel.store import FileStore
@@ -120,3 +121,19 @@ def test_a_reused_id_comes_before_a_later_problem_found_first(tmp_path: Path) ->
     report = verify_store(FileStore(store.dir))
     assert not report.ok and report.first_bad_seq == reused
     assert report.problem == f"record_id {first} is used twice"
+
+
+def test_a_failing_temporary_index_is_a_storage_error(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    from loopx.kernel import verify_index
+
+    store = build(tmp_path)
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(verify_index.sqlite3, "connect", refuse)
+    with pytest.raises(StorageError, match="temporary index of record ids failed"):
+        verify_store(store)

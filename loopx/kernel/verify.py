@@ -102,7 +102,8 @@ def verify_store(store: Store, anchor: Anchor | None = None, *,
     that keeps torn tails has each quarantine file checked against its repair record.
 
     Raises:
-        StorageError: a segment could not be read (permissions, a disk error).
+        StorageError: a segment could not be read (permissions, a disk error), or verify's
+            temporary index of record ids could not be written (loopx.kernel.verify_index).
     """
     kept = store if isinstance(store, Quarantine) else None
     return verify_segments(store.raw_chunks(), anchor, workspace_rules=workspace_rules,

@@ -12,11 +12,27 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from loopx.kernel.errors import StorageError
 
 _LOOPX_ID = re.compile(r"rec_[0-9a-f]{32}")
 # The page cache SQLite may hold, in KiB (a negative cache_size is KiB): pages beyond it are
 # read back from the temporary file (the OS page cache), not kept in the process.
 CACHE_KIB = 2048
+
+
+@contextmanager
+def _storage_errors() -> Iterator[None]:
+    """A failure of the temporary database (no writable temp directory, a full disk) is a
+    storage error naming it, not a traceback."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise StorageError(f"verify's temporary index of record ids failed: {exc}", path=None,
+                           errno_name="SQLITE",
+                           hint="point TMPDIR at a writable directory with free space") from None
 
 
 def _key(record_id: str) -> bytes | str:
@@ -28,12 +44,17 @@ class SeenIndex:
     """Record ids and batch-end hashes seen so far, on disk; close it when done."""
 
     def __init__(self) -> None:
+        with _storage_errors():
+            self._open()
+
+    def _open(self) -> None:
         # "" is a private temporary on-disk database, removed when the connection closes.
         self._db = sqlite3.connect("", isolation_level=None)
         for pragma in (f"cache_size=-{CACHE_KIB}", "journal_mode=OFF", "synchronous=OFF",
                        "temp_store=FILE"):
             self._db.execute(f"PRAGMA {pragma}")
-        self._db.execute("CREATE TABLE ids(id BLOB PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID")
+        self._db.execute("CREATE TABLE ids(id BLOB PRIMARY KEY, seq INTEGER NOT NULL)"
+                         " WITHOUT ROWID")
         self._db.execute("CREATE TABLE heads(seq INTEGER PRIMARY KEY, hash BLOB NOT NULL)")
         # One transaction, never committed: with no journal, nothing here is ever rolled back
         # either (a reused id is found by the seq stored with it, see add_ids).
@@ -43,6 +64,10 @@ class SeenIndex:
         """Remember each (record id, seq); the index of the first whose id was seen before
         (earlier in the list or in an earlier call), or None if all are new."""
         rows = [(_key(record_id), seq) for record_id, seq in records]
+        with _storage_errors():
+            return self._first_seen(rows)
+
+    def _first_seen(self, rows: list[tuple[bytes | str, int]]) -> int | None:
         before = self._db.total_changes
         self._db.executemany("INSERT OR IGNORE INTO ids VALUES (?, ?)", rows)
         if self._db.total_changes - before == len(rows):
@@ -56,12 +81,14 @@ class SeenIndex:
 
     def add_heads(self, heads: list[tuple[int, str]]) -> None:
         """Remember that the batch ending at each seq has that hash (64 hex digits)."""
-        self._db.executemany("INSERT INTO heads VALUES (?, ?)",
-                             [(seq, bytes.fromhex(digest)) for seq, digest in heads])
+        with _storage_errors():
+            self._db.executemany("INSERT INTO heads VALUES (?, ?)",
+                                 [(seq, bytes.fromhex(digest)) for seq, digest in heads])
 
     def head(self, seq: int) -> bytes | None:
         """The hash of the batch ending at ``seq``, or None if no batch ends there."""
-        found = self._db.execute("SELECT hash FROM heads WHERE seq = ?", (seq,)).fetchone()
+        with _storage_errors():
+            found = self._db.execute("SELECT hash FROM heads WHERE seq = ?", (seq,)).fetchone()
         return None if found is None else found[0]
 
     def close(self) -> None:
