@@ -92,8 +92,11 @@ def test_a_lock_held_past_the_timeout_is_a_lock_timeout_in_another_thread(tmp_pa
         assert store.head().seq == 1
         # A second try takes over the place in the queue the first one left: it times out too.
         assert isinstance(in_thread(lambda: store.append([record(2)])), LockTimeout)
-    # Once the holder is gone, the abandoned waiter passes the lock on: this store and another
-    # process can both take it.
+        # Closing the store leaves its waiter queued on the old descriptor, bound to let go.
+        store.close()
+    # Once the holder is gone, the abandoned waiter passes the lock on: another process and
+    # another store can both take it (with time to spare: the test asserts no timing).
+    store = FileStore(tmp_path / ".loopx", lock_timeout=120)
     assert in_thread(lambda: store.append([record(3)])) is None
     other = subprocess.run([sys.executable, "-c", HOLDER.replace("time.sleep(600)", ""),
                             str(store.dir / "lock")], check=True, capture_output=True, text=True,

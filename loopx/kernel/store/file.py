@@ -184,6 +184,11 @@ class FileStore(SegmentReader):
         self._fd, self._fd_segment = fd, seg
         return fd
 
+    def _segment_size(self, seg: int) -> int:
+        if self._fd_segment == seg and self._fd is not None:
+            return os.fstat(self._fd).st_size  # the segment this store appends to, held open
+        return super()._segment_size(seg)
+
     def _pread(self, seg: int, start: int, end: int) -> bytes:
         if self._fd_segment == seg and self._fd is not None:
             return os.pread(self._fd, end - start, start)  # the append descriptor reads too

@@ -159,10 +159,7 @@ class SegmentReader(Store):
         if known.position:
             seg, end = known.position[0], known.position[1]
             log = self._log_str
-            try:
-                size = os.stat(f"{log}/{segment_name(seg)}").st_size
-            except FileNotFoundError:
-                size = -1
+            size = self._segment_size(seg)
             if size == end:
                 # Nothing new if our segment has not grown and no segment follows it.
                 if not os.path.exists(f"{log}/{segment_name(known.seq + 1)}"):
@@ -197,6 +194,13 @@ class SegmentReader(Store):
             raise IntegrityError("no committed record in any segment but there are several",
                                  seq=1, hint="run `loopx verify`")
         return Cursor(), last, 0
+
+    def _segment_size(self, seg: int) -> int:
+        """The size of segment ``seg`` now, -1 if it is gone."""
+        try:
+            return os.stat(f"{self._log_str}/{segment_name(seg)}").st_size
+        except FileNotFoundError:
+            return -1
 
     def _pread(self, seg: int, start: int, end: int) -> bytes:
         """Bytes ``start:end`` of segment ``seg``."""
