@@ -199,3 +199,19 @@ def test_writers_in_many_processes_and_threads_lose_nothing(tmp_path: Path) -> N
     assert all(records[seq - 1]["record_id"] == rid for seq, rid in acked.items())
     assert verify_store(store, workspace_rules=False).ok
     store.close()
+
+
+def test_a_forked_child_writes_through_a_lock_of_its_own(tmp_path: Path) -> None:
+    store = new_store(tmp_path)  # the parent's lock descriptor is open
+    pid = os.fork()
+    if pid == 0:  # the child: the same store object, which must not use the parent's lock
+        try:
+            store.append([record(1)])
+            store.close()
+        finally:
+            os._exit(0 if len(list(store.read())) == 2 else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    store.append([record(2)])
+    assert [r["payload"]["detail"]["i"] for r, _ in store.read()] == [0, 1, 2]
+    store.close()

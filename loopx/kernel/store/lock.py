@@ -125,7 +125,13 @@ class FileLockPath:
         pid = os.getpid()
         if self._fd is None or self._pid != pid:
             # A fresh descriptor after a fork: the inherited one shares the parent's lock (and
-            # the waiter thread did not survive the fork).
+            # the waiter thread did not survive the fork). Closing the inherited copy lets the
+            # lock go with the parent's, should the parent die holding it.
+            if self._fd is not None:
+                try:
+                    os.close(self._fd)
+                except OSError:
+                    pass
             self._detach()
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
             self._pid = pid
