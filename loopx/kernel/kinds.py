@@ -9,11 +9,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from loopx.kernel.canonical import join_path, json_problems
+from loopx.kernel.canonical import INT_MAX, INT_MIN, join_path, json_problems
 from loopx.kernel.domains import KindSpec, installed
 from loopx.kernel.envelope import STORE_FIELDS, Draft, Envelope
 from loopx.kernel.errors import FieldProblem, RecordRejected
-from loopx.kernel.tokens import token_problems
+from loopx.kernel.tokens import TOKEN_PREFIX, token_problems
 
 
 def kernel_kinds() -> tuple[KindSpec, ...]:
@@ -125,7 +125,7 @@ def prepare(doc: Any, author: Author, *, kind: str | None = None, where: str = "
     """
     if not isinstance(doc, dict):
         raise RecordRejected([FieldProblem(where or "record", "expected a JSON object")])
-    problems = json_problems(doc, where) or token_problems(doc, where)
+    problems = [] if _plain(doc) else json_problems(doc, where) or token_problems(doc, where)
     problems += [
         FieldProblem(join_path(where, f), "assigned by loopx; remove it")
         for f in STORE_FIELDS if f in doc
@@ -185,6 +185,41 @@ def prepare(doc: Any, author: Author, *, kind: str | None = None, where: str = "
         "provenance": draft.provenance or spec.provenance,
         "payload": payload,
     }
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """True only if ``json_problems`` and ``token_problems`` would both find nothing: one walk
+    with no field paths built, for the drafts that have no problem (nearly all). False means
+    "look closer", and the full checks name whatever is wrong."""
+    if depth > 64:
+        return False
+    kind = type(value)
+    if kind is str:
+        return TOKEN_PREFIX not in value and (value.isascii() or _encodes(value))
+    if value is None or kind is bool:
+        return True
+    if kind is int:
+        return INT_MIN <= value <= INT_MAX
+    if kind is float:
+        return value - value == 0.0  # finite: inf - inf and nan - nan are nan
+    if kind is dict:
+        for key, item in value.items():
+            if (type(key) is not str or TOKEN_PREFIX in key
+                    or not (key.isascii() or _encodes(key)) or not _plain(item, depth + 1)):
+                return False
+        return True
+    if kind is list:
+        return all(_plain(item, depth + 1) for item in value)
+    return False  # a subclass or another type: the full checks decide
+
+
+def _encodes(text: str) -> bool:
+    """Whether ``text`` is valid Unicode (no lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _checked_payload(spec: KindSpec, payload: Any, where: str) -> dict[str, Any]:

@@ -11,8 +11,6 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from filelock import FileLock, Timeout
-
 from loopx.kernel.canonical import now_ts, sha256_hex
 from loopx.kernel.errors import ConflictError, LockTimeout, StorageError
 from loopx.kernel.store.base import (
@@ -33,6 +31,7 @@ from loopx.kernel.store.clock import (
 )
 from loopx.kernel.store.fs import fault, fsync_dir, write_all
 from loopx.kernel.store.lines import segment_name
+from loopx.kernel.store.lock import FileLockPath, LockTimeoutExpired
 from loopx.kernel.store.quarantine import keep, quarantine_name, repair_record
 from loopx.kernel.store.segment_reader import SegmentReader
 
@@ -44,14 +43,13 @@ class FileStore(SegmentReader):
 
     def __init__(self, path: str | os.PathLike[str], *,
                  segment_bytes: int = DEFAULT_SEGMENT_BYTES, lock_timeout: float = 60.0,
-                 poll_interval: float = 0.001, clock: Clock = now_ts, durable: bool = True) -> None:
+                 clock: Clock = now_ts, durable: bool = True) -> None:
         super().__init__(path)
         self.segment_bytes = segment_bytes
         self.durable = durable
         self._clock = clock
-        # A 1 ms poll keeps waiters fair under contention; filelock's 50 ms default does not.
-        self._lock = FileLock(self.dir / "lock", timeout=lock_timeout, poll_interval=poll_interval,
-                              thread_local=False, preserve_lock_file=True)
+        # Waiters queue in the kernel (a blocking flock), not in a poll loop: loopx.kernel.store.lock.
+        self._lock = FileLockPath(self.dir / "lock", lock_timeout)
         self._fd: int | None = None
         self._fd_segment: int | None = None
         self._anchor = AnchorFile(self.dir / "clock")
@@ -98,12 +96,13 @@ class FileStore(SegmentReader):
         with self._mutex:
             try:
                 self._lock.acquire()
-            except Timeout:
+            except LockTimeoutExpired:
                 raise LockTimeout(
-                    f"could not take the store lock {self._lock.lock_file} in time",
+                    f"could not take the store lock {self._lock.path} within "
+                    f"{self._lock.timeout:g} s",
                     hint="another writer may be stuck; check for hung loopx processes") from None
             except OSError as exc:
-                raise StorageError.from_os(exc, "take the store lock", path=self._lock.lock_file,
+                raise StorageError.from_os(exc, "take the store lock", path=self._lock.path,
                                            outcome="nothing was written") from None
             try:
                 fd, records, sealed = self._append_locked(batch, expect_seq)
@@ -143,7 +142,7 @@ class FileStore(SegmentReader):
         batches: list[Sequence[Record | Encoded]] = [records]
         torn = b""
         if size > committed_end:
-            torn = self._read_range(seg, committed_end, size)
+            torn = self._pread(seg, committed_end, size)
             first = records[0]
             goal_id = (first.record if isinstance(first, Encoded) else first)["goal_id"]
             batches.append([repair_record(segment_name(seg), committed_end, torn, goal_id)])
@@ -176,7 +175,7 @@ class FileStore(SegmentReader):
     def _open_segment(self, seg: int, *, create: bool = False) -> int:
         if self._fd_segment == seg and self._fd is not None:
             return self._fd
-        flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT | os.O_EXCL if create else 0)
+        flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT | os.O_EXCL if create else 0)
         fd = os.open(self.segment_path(seg), flags, 0o644)
         if create:
             fsync_dir(self.log_dir)
@@ -185,10 +184,15 @@ class FileStore(SegmentReader):
         self._fd, self._fd_segment = fd, seg
         return fd
 
-    def _read_range(self, seg: int, start: int, end: int) -> bytes:
-        with open(self.segment_path(seg), "rb") as f:
-            f.seek(start)
-            return f.read(end - start)
+    def _segment_size(self, seg: int) -> int:
+        if self._fd_segment == seg and self._fd is not None:
+            return os.fstat(self._fd).st_size  # the segment this store appends to, held open
+        return super()._segment_size(seg)
+
+    def _pread(self, seg: int, start: int, end: int) -> bytes:
+        if self._fd_segment == seg and self._fd is not None:
+            return os.pread(self._fd, end - start, start)  # the append descriptor reads too
+        return super()._pread(seg, start, end)
 
     def _quarantine(self, seg: int, fd: int, start: int, torn: bytes) -> None:
         """Keep a torn tail in quarantine, whole and durable, and only then cut it off."""
@@ -217,3 +221,4 @@ class FileStore(SegmentReader):
                 os.close(self._fd)
                 self._fd, self._fd_segment = None, None
             self._anchor.close()
+            self._lock.close()

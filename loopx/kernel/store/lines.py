@@ -15,15 +15,17 @@ def segment_name(first_seq: int) -> str:
     return f"{first_seq:012d}.jsonl"
 
 
-def last_batch_end(data: bytes, base: int, seg: int) -> Cursor | None:
+def last_batch_end(data: bytes, base: int, seg: int, *,
+                   starts_at_line: bool = False) -> Cursor | None:
     """Cursor after the last complete line in ``data`` that ends its batch (None if none).
 
-    ``data`` is the file from offset ``base``; a first line cut by the window is not read.
+    ``data`` is the file from offset ``base``; a first line cut by the window is not read,
+    unless ``starts_at_line`` says ``base`` is where a line starts.
     """
     end = data.rfind(b"\n")
     while end >= 0:
         start = data.rfind(b"\n", 0, end) + 1
-        if start == 0 and base > 0:
+        if start == 0 and base > 0 and not starts_at_line:
             return None
         try:
             record = json.loads(data[start:end])

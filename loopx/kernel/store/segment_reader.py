@@ -175,15 +175,22 @@ class SegmentReader(Store):
         """
         known = self._cursor
         if known.position:
-            # Nothing new if our segment has not grown and no segment follows it.
             seg, end = known.position[0], known.position[1]
             log = self._log_str
-            try:
-                unchanged = os.stat(f"{log}/{segment_name(seg)}").st_size == end
-            except FileNotFoundError:
-                unchanged = False
-            if unchanged and not os.path.exists(f"{log}/{segment_name(known.seq + 1)}"):
-                return known, seg, end
+            size = self._segment_size(seg)
+            if size == end:
+                # Nothing new if our segment has not grown and no segment follows it.
+                if not os.path.exists(f"{log}/{segment_name(known.seq + 1)}"):
+                    return known, seg, end
+            elif end < size <= end + TAIL_WINDOW:
+                # Other writers appended since: read just their bytes (no listing, no window
+                # search). The head is the last batch end in them, or still ours if they hold
+                # only an unfinished write; either way, only if no segment follows it.
+                found = last_batch_end(self._pread(seg, end, size), end, seg,
+                                       starts_at_line=True) or known
+                if not os.path.exists(f"{log}/{segment_name(found.seq + 1)}"):
+                    self._cursor = found
+                    return found, seg, found.position[1]
         segs = self.segments()
         if not segs:
             return Cursor(), None, 0
@@ -205,6 +212,18 @@ class SegmentReader(Store):
             raise IntegrityError("no committed record in any segment but there are several",
                                  seq=1, hint="run `loopx verify`")
         return Cursor(), last, 0
+
+    def _segment_size(self, seg: int) -> int:
+        """The size of segment ``seg`` now, -1 if it is gone."""
+        try:
+            return os.stat(f"{self._log_str}/{segment_name(seg)}").st_size
+        except FileNotFoundError:
+            return -1
+
+    def _pread(self, seg: int, start: int, end: int) -> bytes:
+        """Bytes ``start:end`` of segment ``seg``."""
+        with open(self.segment_path(seg), "rb", buffering=0) as f:
+            return os.pread(f.fileno(), end - start, start)
 
     def _last_committed(self, seg: int) -> Cursor | None:
         """The last record of ``seg`` that ends a batch, reading backwards from its end."""
