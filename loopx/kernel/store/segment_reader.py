@@ -152,13 +152,15 @@ class SegmentReader(Store):
             if not os.path.exists(self._segment_file(seq + 1)):
                 # Segments are named by their first seq, so a later one without seq + 1 means
                 # one is missing. Listed once per end reached: where a previous read found the
-                # same end, the log has not moved since (only seq + 1 may appear next).
-                if self._end_listed != (seg, pos) and any(
+                # same end, or where this store's last head check or append left the head, the
+                # log has not moved since (only seq + 1 may appear next).
+                end = (seg, pos)
+                if end != self._end_listed and end != self._cursor.position[:2] and any(
                         first > seq + 1 for first in self.segments()):
                     raise IntegrityError(f"segment {segment_name(seq + 1)} is missing: later "
                                          "segments exist", seq=seq + 1,
                                          hint="run `loopx verify`")
-                self._end_listed = (seg, pos)
+                self._end_listed = end
                 if last is not None and last.seq > self._cursor.seq:
                     # The committed head as this read found it: the next append's head check
                     # then reads nothing when no other writer came in between.
