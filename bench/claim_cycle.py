@@ -22,8 +22,8 @@ What it measures
 
     Workers import everything (for loopx, the record models too, which load on a process's
     first write) and open their store before a multiprocessing Barrier, so neither imports nor
-    setup are timed. The clock runs from the first worker leaving the
-    barrier to the last one finishing (CLOCK_MONOTONIC is system-wide).
+    setup are timed. The clock runs from the first worker leaving the barrier to the last one
+    finishing (CLOCK_MONOTONIC is system-wide). --keep keeps every repetition's logs.
 
 Verdict
     cycles/s = P*N / wall, median over repetitions; loopx/optuna and loopx/raw are medians of
