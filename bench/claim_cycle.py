@@ -9,7 +9,10 @@ What it measures
             ``loopx.work.claims.should_run(..., claim=True)`` (selection and claim in one locked
             step), then ``complete`` of the todo it got. The parent first makes a workspace,
             registers the P agents and adds P*N todos. A cycle counts only when the reason is
-            "selected"; afterwards the log must show all P*N todos completed, none twice.
+            "selected" and the completion was written (not an idempotent repeat). Afterwards
+            the log must pass ``loopx verify`` (chain, schemas, every write check re-run),
+            every todo must be claimed exactly once (no double claim, no expiry) and every
+            claim completed once by its claimant at its epoch; the fold must agree.
     optuna  ``JournalStorage(JournalFileBackend(path))``, default lock. A cycle is study.ask();
             trial.suggest_float("x", 0, 1); study.tell(trial, value): three fsynced appends
             (see run_optuna). The parent creates the study; workers load it before the barrier.
@@ -17,9 +20,10 @@ What it measures
             --line-bytes line to a shared file, flock(LOCK_UN), os.fdatasync (after the unlock,
             as loopx's FileStore syncs).
 
-    Workers import everything and open their store before a multiprocessing Barrier, so
-    neither imports nor setup are timed. The clock runs from the first worker leaving the
-    barrier to the last one finishing (CLOCK_MONOTONIC is system-wide).
+    Workers import everything (for loopx, the record models too, which load on a process's
+    first write) and open their store before a multiprocessing Barrier, so neither imports nor
+    setup are timed. The clock runs from the first worker leaving the barrier to the last one
+    finishing (CLOCK_MONOTONIC is system-wide). --keep keeps every repetition's logs.
 
 Verdict
     cycles/s = P*N / wall, median over repetitions; loopx/optuna and loopx/raw are medians of
@@ -28,11 +32,14 @@ Verdict
 Run
     python bench/claim_cycle.py                                            # defaults
     python bench/claim_cycle.py --reps 1 --cycles 20 --sides optuna,raw    # quick check
+    python bench/claim_cycle.py --reps 1 --procs 8 --sides loopx --profile /tmp/prof
+        # one cProfile file per loopx worker: python -m pstats /tmp/prof/loopx-exec-0-*.prof
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import fcntl
 import os
 import platform
@@ -53,6 +60,7 @@ ROLE = "research_executor"
 STUDY = "bench"
 SIDES = ("loopx", "optuna", "raw")
 MAX_BATCH = 500  # todos per add_todos call: batches are limited to 1 MiB
+PROFILE_ENV = "LOOPX_BENCH_CLAIM_PROFILE"  # set by --profile for the spawned workers
 MAX_MISSES = 1000  # loopx: a worker gives up after this many non-selected decisions in a row
 
 
@@ -80,6 +88,7 @@ def run_job(job: tuple, barrier: Any) -> tuple[float, float, int, dict[str, int]
     done = 0
     if side == "loopx":
         from loopx.kernel.checks import Credentials
+        from loopx.kernel.kinds import KINDS
         from loopx.work.claims import complete, should_run
         from loopx.workspace import find_workspace
 
@@ -87,19 +96,32 @@ def run_job(job: tuple, barrier: Any) -> tuple[float, float, int, dict[str, int]
         creds = Credentials(agent_id=agent_id, token=token)
         ledger = find_workspace(path).ledger()
         ledger.state()  # catch up with the setup records before the clock, as load_study does
+        # The record models (pydantic) load on a process's first write; load them before the
+        # clock, as Optuna's imports are.
+        len(KINDS)
+        profile_dir = os.environ.get(PROFILE_ENV)
+        profiler = cProfile.Profile() if profile_dir else None
         barrier.wait()
         t0 = time.monotonic()
+        if profiler is not None:
+            profiler.enable()
         misses = 0
         while done < cycles and misses < MAX_MISSES:
             d = should_run(ledger, agent_id, claim=True, creds=creds)
             if d["reason"] == "selected":
-                complete(ledger, creds, d["todo"]["todo_id"], d["todo"]["epoch"],
-                         result={"ok": True})
+                out = complete(ledger, creds, d["todo"]["todo_id"], d["todo"]["epoch"],
+                               result={"ok": True})
+                if out["already_completed"]:
+                    raise RuntimeError(f"{d['todo']['todo_id']} was already completed")
                 done, misses = done + 1, 0
             else:
                 others[d["reason"]] += 1
                 misses += 1
         t1 = time.monotonic()
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(os.path.join(profile_dir, f"loopx-{agent_id}-{os.getpid()}-"
+                                                          f"{time.monotonic_ns()}.prof"))
         ledger.store.close()
     elif side == "optuna":
         import optuna
@@ -172,18 +194,73 @@ def run_loopx(pool: Pool, run_dir: Path, procs: int, cycles: int) -> tuple[float
     ledger.store.close()
     wall, total = run_all(pool, "loopx", ws.root, cycles, list(zip(agents, tokens)))
 
+    size = check_loopx_log(ws, {t["todo_id"] for t in todos}, set(agents))
+    return total / wall, size
+
+
+def check_loopx_log(ws: Any, todo_ids: set[str], agents: set[str]) -> float:
+    """Check a finished loopx run from its log; return bytes per record.
+
+    ``loopx verify`` (chain, schemas and every write check re-run) must pass; every todo must be
+    claimed exactly once, by one of the workers, at epoch 1 (no double claim, no expiry); every
+    claim must be completed by its claimant at its epoch, once; and the fold must show every
+    todo completed.
+
+    Raises:
+        RuntimeError: naming what is wrong.
+    """
+    from loopx.kernel.verify import verify_store
+
     check = ws.ledger()
-    records = [rec for rec, _ in check.store.read()]
-    completed = Counter(rec["todo_id"] for rec in records
-                        if rec["schema_version"] == "todo_event_v0"
-                        and rec["payload"].get("event") == "completed")
-    size = sum(check.store.segment_path(s).stat().st_size for s in check.store.segments())
-    check.store.close()
-    twice = sorted(t for t, n in completed.items() if n > 1)
-    if twice or set(completed) != {t["todo_id"] for t in todos}:
-        raise RuntimeError(f"loopx: {len(completed)} todos completed (expected {len(todos)}), "
-                           f"completed more than once: {twice[:10]}")
-    return total / wall, size / len(records)
+    try:
+        report = verify_store(check.store)
+        if not report.ok:
+            raise RuntimeError(f"loopx: verify failed at seq {report.first_bad_seq}: "
+                               f"{report.problem}")
+        claims: Counter[str] = Counter()
+        claimed: set[tuple[str, int, str]] = set()
+        completed: Counter[tuple[str, int, str]] = Counter()
+        other_events: Counter[str] = Counter()
+        records = 0
+        for rec, _ in check.store.read():
+            records += 1
+            kind = rec["schema_version"]
+            if kind == "auto_research_lane_claim_v1":
+                claims[rec["todo_id"]] += 1
+                claimed.add((rec["todo_id"], rec["epoch"], rec["agent_id"]))
+            elif kind == "todo_event_v0":
+                event = rec["payload"]["event"]
+                if event == "completed":
+                    completed[(rec["todo_id"], rec["epoch"], rec["agent_id"])] += 1
+                else:
+                    other_events[event] += 1
+        problems = []
+        if set(claims) != todo_ids:
+            problems.append(f"{len(set(claims) & todo_ids)} of {len(todo_ids)} todos claimed, "
+                            f"{len(set(claims) - todo_ids)} unknown ones")
+        double = sorted(t for t, n in claims.items() if n > 1)
+        if double:
+            problems.append(f"{len(double)} todos claimed more than once: {double[:5]}")
+        if any(epoch != 1 or agent not in agents for _, epoch, agent in claimed):
+            problems.append("a claim at an epoch other than 1, or by an unknown agent")
+        if set(completed) != claimed:
+            problems.append(f"{len(claimed - set(completed))} claims not completed by their "
+                            f"claimant, {len(set(completed) - claimed)} completions of no claim")
+        twice = sorted(k for k, n in completed.items() if n > 1)
+        if twice:
+            problems.append(f"{len(twice)} claims completed more than once: {twice[:5]}")
+        if other_events:
+            problems.append(f"unexpected todo events: {dict(other_events)}")
+        todos = check.state()["lanes"]["todos"]
+        open_ = sorted(t for t in todo_ids if todos[t]["status"] != "completed")
+        if open_:
+            problems.append(f"{len(open_)} todos not completed in the fold: {open_[:5]}")
+        if problems:
+            raise RuntimeError("loopx: " + "; ".join(problems))
+        size = sum(check.store.segment_path(s).stat().st_size for s in check.store.segments())
+    finally:
+        check.store.close()
+    return size / records
 
 
 def run_optuna(pool: Pool, run_dir: Path, procs: int, cycles: int, sampler: str) -> float:
@@ -244,8 +321,14 @@ def main() -> None:
     ap.add_argument("--sampler", choices=("random", "tpe"), default="random",
                     help="Optuna sampler in the workers (default random: measure the storage, "
                          "not TPE's model fitting)")
+    ap.add_argument("--profile", metavar="DIR", default=None,
+                    help="write a cProfile file per loopx worker and run into DIR (for finding "
+                         "the cost; it slows the loopx side, so the ratios do not count)")
     add_temp_root_options(ap)
     args = ap.parse_args()
+    if args.profile:
+        Path(args.profile).mkdir(parents=True, exist_ok=True)
+        os.environ[PROFILE_ENV] = str(Path(args.profile).resolve())
     sides = [s for s in SIDES if s in args.sides]
     if not sides or set(args.sides) - set(SIDES):
         ap.error(f"--sides must be a subset of {','.join(SIDES)}")
@@ -276,7 +359,8 @@ def main() -> None:
                         r["lx/op"].append(r["loopx"][-1] / r["optuna"][-1])
                     if r["loopx"] and r["raw"]:
                         r["lx/raw"].append(r["loopx"][-1] / r["raw"][-1])
-                    shutil.rmtree(run_dir)
+                    if not args.keep:  # --keep keeps every run's logs to inspect
+                        shutil.rmtree(run_dir)
     elapsed = time.monotonic() - started
 
     def med(values: list[float], fmt: str) -> str:
@@ -304,6 +388,8 @@ def main() -> None:
     print("optuna fsyncs 3x per cycle under its symlink lock (sleep backoff from 1 ms); "
           "loopx and raw append 2x per cycle and sync after unlocking")
     print(f"total run time {elapsed:.1f} s")
+    if args.keep:
+        print(f"kept: {root} (one runNNN directory per repetition)")
 
 
 if __name__ == "__main__":

@@ -84,17 +84,47 @@ class Workspace:
             parse_contract_scopes,
         )
 
-        config = self.dir / "workspace.json"
+        path = os.path.join(self.root, WORKSPACE_DIR, "workspace.json")
         try:
-            data = json.loads(config.read_text())
-        except (OSError, ValueError):
-            raise WorkspaceError(f"{config} is unreadable or malformed") from None
+            raw = _read_small(path)
+        except OSError:
+            raise self._unreadable() from None
+        # Read on every write, so an edit applies to the next one; parsed again only when the
+        # bytes changed.
+        known = _SETTINGS_SEEN.get(path)
+        if known is not None and known[0] == raw:
+            return {CONTRACT_SCOPES: list(known[1])}
+        try:
+            data = json.loads(raw.decode())
+        except ValueError:  # UnicodeDecodeError included
+            raise self._unreadable() from None
         value = data.get(CONTRACT_SCOPES, list(WHOLE_REPOSITORY)) if isinstance(data, dict) else None
         try:
-            return {CONTRACT_SCOPES: parse_contract_scopes(value)}
+            scopes = parse_contract_scopes(value)
         except ValueError as exc:
-            raise WorkspaceError(f"{config}: {CONTRACT_SCOPES} {exc}",
+            raise WorkspaceError(f"{self.dir / 'workspace.json'}: {CONTRACT_SCOPES} {exc}",
                                  hint="the owner corrects it in that file") from None
+        _SETTINGS_SEEN[path] = (raw, tuple(scopes))
+        return {CONTRACT_SCOPES: scopes}
+
+    def _unreadable(self) -> WorkspaceError:
+        return WorkspaceError(f"{self.dir / 'workspace.json'} is unreadable or malformed")
+
+
+# The last settings file read per path, with its parsed contract scopes (see Workspace.settings).
+_SETTINGS_SEEN: dict[str, tuple[bytes, tuple[str, ...]]] = {}
+
+
+def _read_small(path: str) -> bytes:
+    """A small file's bytes with plain system calls (no buffered file object)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
 
 
 def _read_format(config: Path, *, check: bool = True) -> int:

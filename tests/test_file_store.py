@@ -206,3 +206,21 @@ def test_a_reader_stops_at_a_missing_middle_segment_with_an_error(tmp_path: Path
     store.segment_path(store.segments()[1]).unlink()
     with pytest.raises(IntegrityError, match="missing"):
         list(FileStore(store.dir).read())
+
+
+def test_a_caught_up_follower_reads_on_across_a_rollover_and_appends_after_it(
+        tmp_path: Path) -> None:
+    store = make_store(tmp_path, segment_bytes=1500)
+    store.append([unsealed()])
+    follower = FileStore(store.dir)
+    [(_, cursor)] = list(follower.read())
+    assert list(follower.read(cursor)) == []  # caught up: nothing new
+    while len(store.segments()) < 3:  # another writer rolls the log over twice
+        store.append([unsealed()])
+    head = store.head().seq
+    assert [r["seq"] for r, _ in follower.read(cursor)] == list(range(2, head + 1))
+    # The head that read reached is the follower's own next append's head.
+    [record] = follower.append([unsealed()])
+    assert record["seq"] == head + 1
+    assert seqs(FileStore(store.dir)) == list(range(1, head + 2))
+    assert verify_store(FileStore(store.dir)).ok

@@ -9,7 +9,7 @@ Everything derived is read through :meth:`Ledger.state`.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +71,8 @@ class Ledger:
         self._state: State | None = None
         self._saved_seq = 0
         self._goal_id: str | None = None
+        # The head a batch is being planned after, while the store lock is held (see write).
+        self._locked_head: int | None = None
 
     def state(self) -> State:
         """State folded up to the committed head; saves a checkpoint when far enough ahead."""
@@ -95,8 +97,35 @@ class Ledger:
         advance(self._state, self.store.read(self._state.cursor), self.reducers)
         return self._state
 
+    def _catch_up(self, head: Cursor) -> State:
+        """The fold caught up to exactly ``head``, the committed head the store found under its
+        lock: nothing is read when the fold is there already, and the read stops at ``head``
+        (under the lock nothing committed follows it, so it need not look for more).
+
+        Raises:
+            WorkspaceError: the fold cannot reach ``head``.
+        """
+        state = self._state
+        if state is None or state.seq != head.seq:
+            if state is None:
+                state = self._advance()
+            else:
+                entries = self.store.read(state.cursor)
+                try:
+                    advance(state, _through(entries, head.seq), self.reducers)
+                finally:
+                    close = getattr(entries, "close", None)
+                    if close is not None:
+                        close()  # the read's open segment, at once
+            if state.seq != head.seq:
+                raise WorkspaceError(f"the fold is at seq {state.seq} but the head is at "
+                                     f"{head.seq}", hint="run `loopx verify`")
+        return state
+
     def folded_seq(self) -> int:
         """The seq the folded state has reached; inside a plan, the head its batch follows."""
+        if self._locked_head is not None:
+            return self._locked_head  # caught up under the lock: nothing follows it
         return self._advance().seq
 
     def now(self) -> str:
@@ -106,13 +135,14 @@ class Ledger:
         return batch_ts(self._advance().cursor, self.store.now())
 
     def write(self, creds: Credentials, plan: Plan, *,
-              expect_seq: int | None = None) -> list[Record]:
+              expect_seq: int | None = None, caught_up: bool = False) -> list[Record]:
         """The one checked append path: authenticate, plan, check and commit in one locked step.
 
         ``plan(lanes, who, now)`` sees the lanes state caught up to the head (an overlay it may
         not change) and the ``ts`` the batch will carry, and returns unsealed records (see
         :meth:`prepare`). Every record is then checked against that state before anything is
-        written.
+        written. ``caught_up``: the caller has just caught the fold up (:meth:`identify`), so
+        the write does not read ahead of the lock again.
 
         Raises:
             Unauthorized, Forbidden, StaleLease, Refused: a write check failed; nothing written.
@@ -121,15 +151,14 @@ class Ledger:
         """
         from loopx.kernel.checks import authenticate, check_batch
 
-        self._advance()  # catch up before the lock, so the locked step reads only the newest
+        if not caught_up:
+            self._advance()  # catch up before the lock, so the locked step reads only the newest
         settings = self.settings()
         refused: list[ResearchRefused] = []
 
         def build(head: Cursor, now: str) -> list[Record]:
-            state = self._advance()
-            if state.seq != head.seq:
-                raise WorkspaceError(f"the fold is at seq {state.seq} but the head is at "
-                                     f"{head.seq}", hint="run `loopx verify`")
+            state = self._catch_up(head)
+            self._locked_head = head.seq
             # A log written under older rules is upgraded in front of this batch, which is
             # then checked (and later verified) under the rules in force now.
             rules, logged = self.domains.rules, state["kernel"]["rules"]
@@ -155,7 +184,10 @@ class Ledger:
             return [*upgrade, *records]
 
         upgraded: list[int] = []
-        written = self.store.append(build, expect_seq=expect_seq)
+        try:
+            written = self.store.append(build, expect_seq=expect_seq)
+        finally:
+            self._locked_head = None
         written = written[upgraded[-1]:] if upgraded else written  # the caller's records only
         if refused:
             exc = refused[-1]
@@ -242,7 +274,7 @@ class Ledger:
                 raise Unauthorized(f"agent {who.agent_id!r}'s grant changed while writing")
             return records
 
-        return self.write(creds, plan, expect_seq=expect_seq)
+        return self.write(creds, plan, expect_seq=expect_seq, caught_up=True)
 
     def goal_id(self) -> str:
         """The workspace's goal, fixed by the genesis record.
@@ -272,3 +304,12 @@ class Ledger:
             return [record]
 
         return self.store.append(build)[0]
+
+
+def _through(entries: Iterator[tuple[Record, Cursor]],
+             seq: int) -> Iterator[tuple[Record, Cursor]]:
+    """``entries`` up to and including the record ``seq``."""
+    for record, cursor in entries:
+        yield record, cursor
+        if cursor.seq >= seq:
+            return

@@ -137,7 +137,7 @@ def _event(ledger: Ledger, creds: Credentials, todo_id: str, epoch: int,
                 records += ledger.prepare(drafts, who_now)
         return records
 
-    return ledger.write(creds, plan)
+    return ledger.write(creds, plan, caught_up=True)  # identify() caught up just now
 
 
 def _ahead(ledger: Ledger, lanes: LaneState, ahead: list[Record], now: str) -> LaneState:

@@ -68,27 +68,30 @@ def batch_is_whole(data: bytes, offset: int, record: Record) -> bool:
 def checked_line(line: bytes, expected_seq: int, prev: str,
              pending: list[tuple[Record, int, int]], seg: int, offset: int) -> Record:
     """Parse one complete line and check it continues the chain; anything else is corruption."""
-    where = f"segment {segment_name(seg)} byte {offset}"
+    # Every record a follower catches up on passes here: the checks are spelled out, and the
+    # place is only formatted for an error.
     try:
         record = json.loads(line)
     except ValueError:
-        raise IntegrityError(f"{where}: not valid JSON", seq=expected_seq,
-                             hint="run `loopx verify`") from None
-    if not isinstance(record, dict) or not all(
-        isinstance(record.get(k), t) for k, t in
-        (("seq", int), ("batch_end", int), ("hash", str), ("prev_hash", str), ("ts", str))
-    ):
-        raise IntegrityError(f"{where}: not a sealed record", seq=expected_seq,
-                             hint="run `loopx verify`")
+        raise _corrupt(seg, offset, "not valid JSON", expected_seq) from None
+    if not (isinstance(record, dict) and isinstance(record.get("seq"), int)
+            and isinstance(record.get("batch_end"), int) and isinstance(record.get("hash"), str)
+            and isinstance(record.get("prev_hash"), str) and isinstance(record.get("ts"), str)):
+        raise _corrupt(seg, offset, "not a sealed record", expected_seq)
     if record["seq"] != expected_seq:
-        raise IntegrityError(f"{where}: expected seq {expected_seq}, found {record['seq']}",
-                             seq=expected_seq, hint="run `loopx verify`")
+        raise _corrupt(seg, offset, f"expected seq {expected_seq}, found {record['seq']}",
+                       expected_seq)
     if record["prev_hash"] != prev:
-        raise IntegrityError(f"{where}: seq {expected_seq} does not chain to seq "
-                             f"{expected_seq - 1}", seq=expected_seq, hint="run `loopx verify`")
+        raise _corrupt(seg, offset, f"seq {expected_seq} does not chain to seq "
+                       f"{expected_seq - 1}", expected_seq)
     batch_end = pending[0][0]["batch_end"] if pending else None
     if record["batch_end"] < expected_seq or (batch_end is not None
                                               and record["batch_end"] != batch_end):
-        raise IntegrityError(f"{where}: seq {expected_seq} has an inconsistent batch_end",
-                             seq=expected_seq, hint="run `loopx verify`")
+        raise _corrupt(seg, offset, f"seq {expected_seq} has an inconsistent batch_end",
+                       expected_seq)
     return record
+
+
+def _corrupt(seg: int, offset: int, problem: str, seq: int) -> IntegrityError:
+    return IntegrityError(f"segment {segment_name(seg)} byte {offset}: {problem}", seq=seq,
+                          hint="run `loopx verify`")

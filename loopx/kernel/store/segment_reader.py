@@ -41,13 +41,15 @@ class SegmentReader(Store):
         self.quarantine_dir = self.dir / "quarantine"
         self._mutex = threading.Lock()
         self._cursor = Cursor()
+        # The (segment, offset) a read last ended at after listing the segments (see _scan).
+        self._end_listed: tuple[int, int] | None = None
 
     # -- layout ---------------------------------------------------------------------------
 
     def segments(self) -> list[int]:
         """First sequence numbers of the segments on disk, in order."""
         try:
-            names = os.listdir(self.log_dir)
+            names = os.listdir(self._log_str)
         except FileNotFoundError:
             return []
         return sorted(int(n[:-6]) for n in names if n.endswith(".jsonl") and n[:-6].isdigit())
@@ -87,6 +89,10 @@ class SegmentReader(Store):
         """Path of a segment by its first sequence number."""
         return self.log_dir / segment_name(first_seq)
 
+    def _segment_file(self, first_seq: int) -> str:
+        # A plain string: the reads on every write's path skip pathlib.
+        return f"{self._log_str}/{segment_name(first_seq)}"
+
     # -- reading --------------------------------------------------------------------------
 
     def read(self, after: Cursor | None = None) -> Iterator[tuple[Record, Cursor]]:
@@ -116,40 +122,67 @@ class SegmentReader(Store):
                 return
             seg, offset = segs[0], 0
         seq, prev = cursor.seq, cursor.hash
+        last: Cursor | None = None
         while True:
+            path = self._segment_file(seg)
+            pending: list[tuple[Record, int, int]] = []
+            buf, pos = b"", offset
             try:
-                f = open(self.segment_path(seg), "rb")
+                # The segment as far as it reaches now (a follower that is caught up finds
+                # nothing new with this one stat); what is appended later, the next read reads.
+                size = os.stat(path).st_size
+                fd = os.open(path, os.O_RDONLY) if size > offset else -1
             except FileNotFoundError:
                 raise IntegrityError(f"segment {segment_name(seg)} is missing", seq=seq + 1,
                                      hint="run `loopx verify`") from None
-            with f:
-                f.seek(offset)
-                pending: list[tuple[Record, int, int]] = []
-                buf, pos = b"", offset
-                while chunk := f.read(READ_CHUNK):
-                    buf += chunk
-                    start = 0
-                    while (nl := buf.find(b"\n", start)) >= 0:
-                        record = checked_line(buf[start:nl], seq + 1, prev, pending, seg, pos + start)
-                        pending.append((record, pos + start, pos + nl + 1))
-                        seq, prev = record["seq"], record["hash"]
-                        if seq == record["batch_end"]:
-                            for rec, line_start, line_end in pending:
-                                yield rec, Cursor(rec["seq"], rec["hash"], rec["ts"],
+            if fd >= 0:
+                try:
+                    while (want := min(READ_CHUNK, size - pos - len(buf))) > 0 and (
+                            chunk := os.pread(fd, want, pos + len(buf))):
+                        buf += chunk
+                        start = 0
+                        while (nl := buf.find(b"\n", start)) >= 0:
+                            record = checked_line(buf[start:nl], seq + 1, prev, pending, seg,
+                                                  pos + start)
+                            seq, prev = record["seq"], record["hash"]
+                            if seq != record["batch_end"]:
+                                pending.append((record, pos + start, pos + nl + 1))
+                            elif not pending:  # a batch of one, the common case
+                                last = Cursor(seq, prev, record["ts"],
+                                              (seg, pos + nl + 1, pos + start))
+                                yield record, last
+                            else:
+                                pending.append((record, pos + start, pos + nl + 1))
+                                for rec, line_start, line_end in pending:
+                                    last = Cursor(rec["seq"], rec["hash"], rec["ts"],
                                                   (seg, line_end, line_start))
-                            pending = []
-                        start = nl + 1
-                    pos += start
-                    buf = buf[start:]
+                                    yield rec, last
+                                pending = []
+                            start = nl + 1
+                        pos += start
+                        buf = buf[start:]
+                finally:
+                    os.close(fd)
             if pending or buf:
                 return  # a write in progress, or a torn tail awaiting the next lock holder
             if seq + 1 == seg:
                 return
-            if not os.path.exists(self.segment_path(seq + 1)):
-                if any(first > seq + 1 for first in self.segments()):
+            if not os.path.exists(self._segment_file(seq + 1)):
+                # Segments are named by their first seq, so a later one without seq + 1 means
+                # one is missing. Listed once per end reached: where a previous read found the
+                # same end, or where this store's last head check or append left the head, the
+                # log has not moved since (only seq + 1 may appear next).
+                end = (seg, pos)
+                if end != self._end_listed and end != self._cursor.position[:2] and any(
+                        first > seq + 1 for first in self.segments()):
                     raise IntegrityError(f"segment {segment_name(seq + 1)} is missing: later "
                                          "segments exist", seq=seq + 1,
                                          hint="run `loopx verify`")
+                self._end_listed = end
+                if last is not None and last.seq > self._cursor.seq:
+                    # The committed head as this read found it: the next append's head check
+                    # then reads nothing when no other writer came in between.
+                    self._cursor = last
                 return
             seg, offset = seq + 1, 0
 
@@ -227,13 +260,13 @@ class SegmentReader(Store):
 
     def _last_committed(self, seg: int) -> Cursor | None:
         """The last record of ``seg`` that ends a batch, reading backwards from its end."""
-        with open(self.segment_path(seg), "rb") as f:
-            size = os.fstat(f.fileno()).st_size
+        fd = os.open(self._segment_file(seg), os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
             window = min(size, 16 * 1024)
             while True:
                 base = size - window
-                f.seek(base)
-                found = last_batch_end(f.read(window), base, seg)
+                found = last_batch_end(os.pread(fd, window, base), base, seg)
                 if found is not None or base == 0:
                     return found
                 if window >= TAIL_WINDOW:
@@ -241,6 +274,8 @@ class SegmentReader(Store):
                         f"segment {segment_name(seg)}: no committed record in its last "
                         f"{TAIL_WINDOW} bytes", hint="run `loopx verify`")
                 window = min(size, window * 4)
+        finally:
+            os.close(fd)
 
     def seek(self, seq: int) -> Cursor:
         if seq == 0:
