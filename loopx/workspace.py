@@ -68,7 +68,7 @@ class Workspace:
     def ledger(self, **options: object) -> Ledger:
         """A ledger over the workspace's store, using its checkpoint and its settings."""
         return Ledger(self.store(**options),
-                      checkpoint_path=self.dir / "checkpoints" / "state.json",
+                      checkpoint_path=self.dir / "checkpoints" / "state.sqlite",
                       settings=self.settings)
 
     def settings(self) -> dict[str, Any]:
