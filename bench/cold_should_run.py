@@ -44,7 +44,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from temp_root import add_temp_root_options, temp_root  # noqa: E402
+from temp_root import add_temp_root_options, temp_root
 
 GOAL = 3.0
 TODO_BATCH = 500

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from loopx.kernel.checkpoint import LazyTable, load_checkpoint, save_checkpoint
-from loopx.kernel.fold import State, fold_version
+from loopx.kernel.fold import State
 from loopx.kernel.store import MemoryStore
 from loopx.kernel.store.base import Cursor
 

@@ -15,7 +15,7 @@ from typing import Any
 from loopx.governance.state import TERMINAL, current_contract
 from loopx.governance.stopping import exhausted, over_budget
 from loopx.governance.tool_risks import RISK_CLASSES, TOOL_RISKS
-from loopx.work.extensions import Block
+from loopx.work.extensions import Block, PassOver
 
 MODES = ("assistant", "guided", "bounded")
 LOOPX_TOOL_PREFIX = "loopx."
@@ -263,3 +263,11 @@ def todo_over_budget(view: dict[str, Any], todo: dict[str, Any]) -> list[str]:
     if not cost:
         return []
     return over_budget(current_contract(view), view["campaign"]["usage"]["total"], cost)
+
+
+def pass_over(view: dict[str, Any], todo: dict[str, Any]) -> PassOver | None:
+    """Selection passes over a todo whose estimated cost exceeds what the budget has left."""
+    return OVER_BUDGET if todo.get("cost") and todo_over_budget(view, todo) else None
+
+
+OVER_BUDGET = PassOver("budget_exhausted", "over_budget_todos")

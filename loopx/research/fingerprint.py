@@ -15,18 +15,18 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from loopx.kernel.deobfuscate import normalise
+from loopx.kernel.lazy_re import lazy_compile
 
 View = dict[str, Any]
 
 # Characters that separate the words of a name: dropped, so lr-decay, lr_decay and LR Decay
 # are one name.
-SEPARATORS = re.compile(r"[\s_.:\-/]+")
-NUMBER = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?$")
+SEPARATORS = lazy_compile(r"[\s_.:\-/]+")
+NUMBER = lazy_compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?$")
 SIGNIFICANT = 12  # digits a float keeps: 0.30000000000000004 is 0.3
 UNSET = ("", "null", "none")
 
