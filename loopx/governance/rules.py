@@ -7,7 +7,6 @@ should-run and the CLI all ask these, so they cannot disagree.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
@@ -126,6 +125,8 @@ def tool_risk(contract: dict[str, Any], tool: str) -> ToolRisk | None:
 
 def unknown_tool(tool: str) -> str:
     """Why a ``loopx.`` name that is no registered tool is refused, with the nearest names."""
+    import difflib  # an error message's suggestions only
+
     near = difflib.get_close_matches(tool.removeprefix(LOOPX_TOOL_PREFIX), sorted(TOOL_RISKS), n=3,
                                      cutoff=0.75)
     return (f"{tool!r} is not a registered loopx tool"
