@@ -25,7 +25,7 @@ Verdict (medians of per-repetition ratios, each command against the base of its 
     command/base  goal <= 3 for should-run on both logs, and for status and board
 
 Run
-    python bench/cold_should_run.py                   # defaults: a few minutes (the build)
+    python bench/cold_should_run.py                   # defaults: about 8 minutes (the board)
     python bench/cold_should_run.py --big 20000 --reps 5
 """
 
@@ -40,7 +40,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -99,6 +98,11 @@ def build(root: Path, records: int) -> Path:
     return root
 
 
+def label(records: int) -> str:
+    """1000 -> "1k", 100000 -> "100k" (the case names)."""
+    return f"{records // 1000}k" if records % 1000 == 0 else str(records)
+
+
 def loopx_argv() -> list[str]:
     """The ``loopx`` console script next to this interpreter (``python -m loopx`` without it)."""
     script = Path(sys.executable).with_name("loopx")
@@ -139,7 +143,8 @@ def main() -> None:
 
     with temp_root("loopx-bench-cold-", args) as root:
         t0 = time.perf_counter()
-        logs = {"1k": build(root / "small", args.small), "100k": build(root / "big", args.big)}
+        small, big = label(args.small), label(args.big)
+        logs = {small: build(root / "small", args.small), big: build(root / "big", args.big)}
         built = time.perf_counter() - t0
         # Bytecode caching on, in a private cache the untimed first runs fill: what an installed
         # package has after its first import, even where PYTHONDONTWRITEBYTECODE is set.
@@ -151,13 +156,12 @@ def main() -> None:
         sink = root / "board.html"
         cases: dict[str, tuple[list[str], Path | None]] = {"base": ([sys.executable, "-c",
                                                                      "pass"], None)}
-        for size in ("1k", "100k"):
+        for size in (small, big):
             ws = str(logs[size])
             cases[f"should-run {size}"] = ([*loopx, "-C", ws, "quota", "should-run",
                                             "--agent-id", "ex-0", "--json"], None)
-        big = str(logs["100k"])
-        cases["status 100k"] = ([*loopx, "-C", big, "status", "--json"], None)
-        cases["board 100k"] = ([*loopx, "-C", big, "board"], sink)
+        cases[f"status {big}"] = ([*loopx, "-C", str(logs[big]), "status", "--json"], None)
+        cases[f"board {big}"] = ([*loopx, "-C", str(logs[big]), "board"], sink)
         for name, (argv, out) in cases.items():  # untimed: fill the bytecode cache, checkpoints
             check(name, timed(argv, env, out)[1], sink)
         times: dict[str, list[float]] = {name: [] for name in cases}
@@ -183,11 +187,9 @@ def main() -> None:
         print("-" * 50)
         base = times["base"]
         print(f"{'base (-c pass)':<16} | {statistics.median(base) * 1000:>9.1f} | {'1.00':>7} |")
-        verdicts: list[Any] = []
         for name in names[1:]:
             ratio = statistics.median(t / b for t, b in zip(times[name], base, strict=True))
             verdict = "PASS" if ratio <= GOAL else "MISS"
-            verdicts.append(verdict)
             print(f"{name:<16} | {statistics.median(times[name]) * 1000:>9.1f} | {ratio:>7.2f} | "
                   f"<= {GOAL:g} {verdict}")
 
