@@ -152,9 +152,14 @@ def test_checkpoint_is_sqlite_with_fold_version(tmp_path: Path) -> None:
 
 def test_a_reloaded_state_lists_what_the_fold_lists_in_its_order(tmp_path: Path) -> None:
     wdir, writer = build(tmp_path, 120, every=50)
-    ledger = reopen(wdir)
+    # A ledger that loaded the checkpoint lazily folds more records and saves again: it copies
+    # the loaded file and writes the rows it touched.
+    ledger = reopen(wdir, checkpoint_every=10)
     ledger.append([note(writer, n) for n in range(80)], creds=writer.creds,
                   kind="rollout_event_v0")
+    ledger.state()
+    assert ledger.checkpoint_status == "checkpoint used"
+    assert meta(wdir / "checkpoints" / "state.sqlite")["cursor"]["seq"] == SETUP + 200
     loaded = reopen(wdir, checkpoint_every=10**9)
     state = loaded.state()
     assert loaded.checkpoint_status == "checkpoint used"
