@@ -197,7 +197,7 @@ def main() -> None:
 
         def case(key, name, d, n, state, tail):
             return {"key": key, "name": name, "dir": d, "records": n, "state": state,
-                    "tail": tail, "checkpoint_path": d / "checkpoints" / "state.json"}
+                    "tail": tail, "checkpoint_path": d / "checkpoints" / "state.sqlite"}
 
         cases = [
             case("a", "(a)  no checkpoint", big, args.records, None, args.records),

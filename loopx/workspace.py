@@ -9,15 +9,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopx import __version__
-from loopx.kernel.checks import Credentials, Identity
 from loopx.kernel.errors import (
     FieldProblem,
     RecordRejected,
@@ -27,9 +25,13 @@ from loopx.kernel.errors import (
 from loopx.kernel.ledger import Ledger
 from loopx.kernel.store.file import FileStore
 from loopx.kernel.store.fs import fsync_dir
-from loopx.kernel.tokens import new_token, token_digest
-from loopx.work.profiles import packaged_profiles, parse_profile
-from loopx.work.state import LaneState
+
+if TYPE_CHECKING:
+    from loopx.kernel.identity import Credentials, Identity
+    from loopx.work.state import LaneState
+
+# Creating a workspace needs tokens, profiles and shutil; opening one (every command) does not,
+# so those are imported where a workspace is made.
 
 WORKSPACE_DIR = ".loopx"
 FORMAT_VERSION = 1
@@ -68,7 +70,7 @@ class Workspace:
     def ledger(self, **options: object) -> Ledger:
         """A ledger over the workspace's store, using its checkpoint and its settings."""
         return Ledger(self.store(**options),
-                      checkpoint_path=self.dir / "checkpoints" / "state.json",
+                      checkpoint_path=self.dir / "checkpoints" / "state.sqlite",
                       settings=self.settings)
 
     def settings(self) -> dict[str, Any]:
@@ -261,6 +263,8 @@ def _create(root: Path, goal_id: str, scopes: list[str]) -> tuple[Workspace, str
 def _undo_init(wdir: Path, existed: bool) -> str:
     """Remove what a failed init made in ``wdir`` (empty, or absent, when it began), so init
     can simply run again; returns what the user should know about it."""
+    import shutil
+
     try:
         if existed:
             for child in wdir.iterdir():
@@ -282,6 +286,10 @@ def bootstrap_log(ledger: Ledger, goal_id: str) -> str:
     Raises:
         WorkspaceError: the log already has records.
     """
+    from loopx.kernel.identity import Credentials
+    from loopx.kernel.tokens import new_token, token_digest
+    from loopx.work.profiles import packaged_profiles, parse_profile
+
     token = new_token()
     ledger.append_genesis({
         "format_version": FORMAT_VERSION,
@@ -339,6 +347,8 @@ def record_profiles(ledger: Ledger, creds: Credentials,
 
 
 def _copy_lanes(target: Path) -> None:
+    from loopx.work.profiles import packaged_profiles
+
     target.mkdir(exist_ok=True)
     for name, data in packaged_profiles().items():
         (target / name).write_bytes(data)

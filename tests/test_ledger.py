@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,7 @@ def note(writer: Writer, n: int) -> dict[str, Any]:
 def build(tmp_path: Path, records: int, *, every: int = 100) -> tuple[Path, Writer]:
     """A workspace with ``records`` notes after the setup; its .loopx dir and the writer."""
     workspace, owner_token = init_workspace(tmp_path, "ledger-test")
-    ledger = Ledger(workspace.store(), checkpoint_path=workspace.dir / "checkpoints" / "state.json",
+    ledger = Ledger(workspace.store(), checkpoint_path=workspace.dir / "checkpoints" / "state.sqlite",
                     checkpoint_every=every)
     writer = executor_writer(ledger, owner_token, "a")
     assert ledger.store.head().seq == SETUP
@@ -56,7 +57,7 @@ def build(tmp_path: Path, records: int, *, every: int = 100) -> tuple[Path, Writ
 
 
 def reopen(wdir: Path, **options: Any) -> Ledger:
-    return Ledger(CountingStore(wdir), checkpoint_path=wdir / "checkpoints" / "state.json",
+    return Ledger(CountingStore(wdir), checkpoint_path=wdir / "checkpoints" / "state.sqlite",
                   **options)
 
 
@@ -70,8 +71,7 @@ def test_state_counts_kinds_and_knows_the_goal(tmp_path: Path) -> None:
 
 def test_new_process_reads_only_the_tail(tmp_path: Path) -> None:
     wdir, writer = build(tmp_path, 450, every=100)
-    checkpoint = json.loads((wdir / "checkpoints" / "state.json").read_text())
-    saved = checkpoint["cursor"]["seq"]
+    saved = meta(wdir / "checkpoints" / "state.sqlite")["cursor"]["seq"]
     assert SETUP + 350 <= saved <= SETUP + 450
     ledger = reopen(wdir)
     ledger.append([note(writer, 1), note(writer, 2)], creds=writer.creds,
@@ -90,26 +90,44 @@ def full_rebuild(wdir: Path) -> State:
     return state
 
 
-@pytest.mark.parametrize("damage", ["delete", "wrong_hash", "wrong_version", "garbage",
-                                    "beyond_head"])
+def meta(path: Path) -> dict[str, Any]:
+    """A checkpoint's meta table (the cursor parsed)."""
+    with sqlite3.connect(path) as db:
+        out: dict[str, Any] = dict(db.execute("SELECT key, value FROM meta"))
+    db.close()
+    out["cursor"] = json.loads(out["cursor"])
+    return out
+
+
+def edit(path: Path, *statements: tuple[str, tuple[Any, ...]]) -> None:
+    db = sqlite3.connect(path)
+    with db:
+        for sql, args in statements:
+            db.execute(sql, args)
+    db.close()
+
+
+@pytest.mark.parametrize("damage", ["delete", "wrong_hash", "wrong_version", "wrong_format",
+                                    "garbage", "beyond_head"])
 def test_checkpoint_that_disagrees_is_rebuilt(tmp_path: Path, damage: str) -> None:
     wdir, _ = build(tmp_path, 300)
-    path = wdir / "checkpoints" / "state.json"
-    data = json.loads(path.read_text())
-    data["state"]["kernel"]["records"] = 999_999  # a lie the log must override
+    path = wdir / "checkpoints" / "state.sqlite"
+    cursor = meta(path)["cursor"]
+    lie = ("UPDATE entries SET body = '999999' WHERE part = 'kernel' AND name = 'records'", ())
+    set_meta = "UPDATE meta SET value = ? WHERE key = ?"
     if damage == "delete":
         path.unlink()
     elif damage == "wrong_hash":
-        data["cursor"]["hash"] = "f" * 64
-        path.write_text(json.dumps(data))
+        edit(path, lie, (set_meta, (json.dumps({**cursor, "hash": "f" * 64}), "cursor")))
     elif damage == "wrong_version":
-        data["fold_version"] = "kernel:0"
-        path.write_text(json.dumps(data))
+        edit(path, lie, (set_meta, ("kernel:0", "fold_version")))
+    elif damage == "wrong_format":
+        edit(path, lie, (set_meta, ("1", "checkpoint_format")))
     elif damage == "garbage":
         path.write_text("{not json")
     elif damage == "beyond_head":
-        data["cursor"]["seq"] += 10
-        path.write_text(json.dumps(data))
+        edit(path, lie, (set_meta, (json.dumps({**cursor, "seq": cursor["seq"] + 10}),
+                                    "cursor")))
     fresh = reopen(wdir, checkpoint_every=10**9)
     state = fresh.state()
     assert fresh.checkpoint_status != "checkpoint used"
@@ -117,20 +135,35 @@ def test_checkpoint_that_disagrees_is_rebuilt(tmp_path: Path, damage: str) -> No
     assert state["kernel"]["records"] == SETUP + 300
 
 
-def test_checkpoint_is_plain_json_with_fold_version(tmp_path: Path) -> None:
+def test_checkpoint_is_sqlite_with_fold_version(tmp_path: Path) -> None:
     store = MemoryStore()
     ledger = Ledger(store)
     ledger.append_genesis({"format_version": 1, "goal_id": "g", "owner_token_sha256": "0" * 64,
                            "loopx_version": "t"}, agent_id="owner")
     state = ledger.state()
-    path = tmp_path / "cp.json"
+    path = tmp_path / "cp.sqlite"
     save_checkpoint(path, state, fold_version())
-    data = json.loads(path.read_text())
-    assert data["fold_version"] == fold_version() == (
+    assert meta(path)["fold_version"] == fold_version() == (
         f"kernel:{KernelReducer.version},lanes:{FOLD_VERSION}")
     loaded, status = load_checkpoint(path, store, fold_version())
     assert status == "checkpoint used" and loaded is not None
     assert loaded.parts == state.parts and loaded.cursor == state.cursor
+
+
+def test_a_reloaded_state_lists_what_the_fold_lists_in_its_order(tmp_path: Path) -> None:
+    wdir, writer = build(tmp_path, 120, every=50)
+    # A ledger that loaded the checkpoint lazily folds more records and saves again: it copies
+    # the loaded file and writes the rows it touched.
+    ledger = reopen(wdir, checkpoint_every=10)
+    ledger.append([note(writer, n) for n in range(80)], creds=writer.creds,
+                  kind="rollout_event_v0")
+    ledger.state()
+    assert ledger.checkpoint_status == "checkpoint used"
+    assert meta(wdir / "checkpoints" / "state.sqlite")["cursor"]["seq"] == SETUP + 200
+    loaded = reopen(wdir, checkpoint_every=10**9)
+    state = loaded.state()
+    assert loaded.checkpoint_status == "checkpoint used"
+    assert json.dumps(state.parts) == json.dumps(full_rebuild(wdir).parts)
 
 
 def test_append_needs_a_genesis_record_and_genesis_only_once() -> None:

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 import loopx
 from loopx.cli import cli
 from loopx.kernel.checks import Credentials
-from loopx.kernel.domains import installed
+from loopx.kernel.domains import Hook, installed
 from loopx.layers import group_of, rank
 from loopx.research.operations import append_packet
 from loopx.testing.research import ResearchLoop
@@ -51,12 +51,13 @@ def _registered_hooks() -> set[Any]:
     """Every function the domains registered with the kernel (the one way to call upward)."""
     hooks: set[Any] = set()
     for domain in installed().domains:
-        for table in (domain.folds, domain.checks, domain.before_fold, domain.after_fold,
-                      domain.extensions):
+        for table in (domain.folds, domain.check_table(), domain.before_fold,
+                      domain.after_fold, domain.extensions):
             hooks.update(table.values())
         hooks.update(h for h in (domain.writer, domain.gate, domain.identify, domain.refusal)
                      if h is not None)
-    return {getattr(h, "__code__", None) for h in hooks}
+    # A hook named by module (imported on first call) is the function it names.
+    return {getattr(h.resolve() if isinstance(h, Hook) else h, "__code__", None) for h in hooks}
 
 
 def _run(ws: Path, *args: str, token: str = "", agent: str = "") -> str:

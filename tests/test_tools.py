@@ -61,12 +61,13 @@ def test_tool_modules_load_on_first_use() -> None:
     import subprocess
     import sys
 
-    # A fresh interpreter: asking for one lanes tool loads neither the governance nor the
-    # kernel tools, and asking for an unknown one lists every tool.
+    # A fresh interpreter: asking for should-run loads its own module only (neither the other
+    # lane tools nor the governance ones), and asking for an unknown one lists every tool.
     probe = ("import sys; from loopx.tools import get_tool; get_tool('quota.should_run'); "
              "print(sorted(m for m in sys.modules if m.startswith('loopx.tools.')))")
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                             check=True).stdout
-    assert "loopx.tools.lanes" in loaded and "loopx.tools.governance" not in loaded
+    assert "loopx.tools.quota" in loaded and "loopx.tools.governance" not in loaded
+    assert "loopx.tools.lanes" not in loaded
     with pytest.raises(UsageProblem, match="campaign.status"):
         call("campaign.nope", None, {})  # type: ignore[arg-type]

@@ -8,7 +8,6 @@ a cold start stays cheap.
 
 from __future__ import annotations
 
-import errno
 import functools
 import json
 import os
@@ -20,10 +19,10 @@ from typing import Any
 
 import click
 
+from loopx.cli.direct import ENVIRONMENT_ERRNOS, call_tool, error_json
 from loopx.kernel.errors import LoopxError, UsageProblem
 
 JSON_META = "loopx.json"
-ENV_TOKEN = "LOOPX_TOKEN"
 
 
 # Command -> the module under loopx.cli that defines it. A module is imported only when one of
@@ -88,15 +87,10 @@ class LoopxGroup(click.Group):
             fail(ctx, StorageError.from_os(exc, "access"))
 
 
-# Errnos that describe the user's disk or permissions, not a loopx bug.
-ENVIRONMENT_ERRNOS = frozenset({errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EACCES,
-                                errno.EPERM, errno.EIO, errno.EFBIG})
-
-
 def fail(ctx: click.Context, exc: LoopxError) -> None:
     """Print a loopx error (a JSON error object with ``--json``) and exit with its code."""
     if ctx.meta.get(JSON_META):
-        click.echo(json.dumps(exc.to_json(), sort_keys=True))
+        click.echo(error_json(exc))
     else:
         click.echo(f"loopx: {exc.message}", err=True)
         if exc.hint:
@@ -138,20 +132,6 @@ def workspace_of(ctx: click.Context) -> Any:
     return find_workspace(ctx.obj["workspace"])
 
 
-def credentials(agent_id: str, token_file: Path | None) -> Any:
-    """The caller's credentials: the token from ``--token-file`` or ``LOOPX_TOKEN``, never argv."""
-    from loopx.kernel.checks import Credentials
-
-    if token_file is not None:
-        try:
-            token = token_file.read_text().strip()
-        except OSError as exc:
-            raise UsageProblem(f"cannot read --token-file {token_file}: {exc.strerror}") from None
-    else:
-        token = os.environ.get(ENV_TOKEN, "").strip()
-    return Credentials(agent_id, token or None)
-
-
 @contextmanager
 def token_output(path: Path | None) -> Iterator[Callable[[str], None]]:
     """Where a new token goes: a new private file (mode 600), created before the work so a bad
@@ -179,13 +159,7 @@ def token_output(path: Path | None) -> Iterator[Callable[[str], None]]:
 
 def run_tool(ctx: click.Context, name: str, params: Any, creds: Any = None) -> dict[str, Any]:
     """Call a registered tool against this command's workspace."""
-    from loopx.tools import ToolContext, call
-
-    tool_ctx = ToolContext(workspace_of(ctx), creds)
-    try:
-        return call(name, tool_ctx, params)
-    finally:
-        tool_ctx.close()
+    return call_tool(ctx.obj["workspace"], name, params, creds)
 
 
 token_file_option = click.option(
@@ -340,7 +314,7 @@ def parse_under(value: str | None) -> tuple[str | None, int | None]:
 
 
 def main() -> None:
-    """Console entry point: click's own usage errors also honour ``--json``."""
+    """The click command line: click's own usage errors also honour ``--json``."""
     try:
         code = cli.main(prog_name="loopx", standalone_mode=False)
     except (KeyboardInterrupt, click.exceptions.Abort):

@@ -10,7 +10,6 @@ import click
 
 from loopx.cli.app import (
     cli,
-    credentials,
     emit,
     parse_under,
     run_tool,
@@ -18,6 +17,7 @@ from loopx.cli.app import (
     with_json,
     with_token,
 )
+from loopx.cli.direct import credentials
 
 # -- usage -----------------------------------------------------------------------------------
 

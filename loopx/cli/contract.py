@@ -9,7 +9,6 @@ import click
 
 from loopx.cli.app import (
     cli,
-    credentials,
     emit,
     json_file_option,
     json_object,
@@ -20,6 +19,7 @@ from loopx.cli.app import (
     with_token,
 )
 from loopx.cli.campaign import baseline_words
+from loopx.cli.direct import credentials
 from loopx.cli.governance import costs
 from loopx.kernel.errors import UsageProblem
 

@@ -10,13 +10,13 @@ import click
 
 from loopx.cli.app import (
     cli,
-    credentials,
     emit,
     parse_under,
     run_tool,
     with_agent,
     with_json,
 )
+from loopx.cli.direct import credentials
 from loopx.kernel.errors import UsageProblem
 
 

@@ -9,7 +9,6 @@ import click
 
 from loopx.cli.app import (
     cli,
-    credentials,
     emit,
     json_file_option,
     json_object,
@@ -19,6 +18,7 @@ from loopx.cli.app import (
     with_json,
     with_token,
 )
+from loopx.cli.direct import credentials
 from loopx.governance.resources import RESOURCES
 from loopx.kernel.errors import UsageProblem
 

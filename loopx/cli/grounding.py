@@ -10,12 +10,12 @@ import click
 from loopx.cli.app import (
     agent_option,
     cli,
-    credentials,
     emit,
     json_option,
     run_tool,
     token_file_option,
 )
+from loopx.cli.direct import credentials
 from loopx.kernel.errors import UsageProblem
 
 

@@ -12,7 +12,6 @@ import click
 from loopx.cli.app import (
     agent_option,
     cli,
-    credentials,
     emit,
     json_option,
     run_tool,
@@ -21,6 +20,7 @@ from loopx.cli.app import (
     with_json,
     workspace_of,
 )
+from loopx.cli.direct import credentials
 from loopx.kernel.errors import UsageProblem
 
 

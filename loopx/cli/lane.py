@@ -10,13 +10,13 @@ import click
 from loopx.cli.app import (
     agent_option,
     cli,
-    credentials,
     emit,
     json_option,
     role_option,
     token_file_option,
     with_json,
 )
+from loopx.cli.direct import credentials
 
 
 @cli.group("lane")

@@ -10,7 +10,6 @@ import click
 from loopx.cli.app import (
     Command,
     cli,
-    credentials,
     emit,
     json_arg,
     json_file_option,
@@ -23,6 +22,7 @@ from loopx.cli.app import (
     with_json,
     with_token,
 )
+from loopx.cli.direct import credentials
 from loopx.kernel.errors import UsageProblem
 
 # -- agents ----------------------------------------------------------------------------------
@@ -291,7 +291,7 @@ def quota() -> None:
 def should_run(ctx: click.Context, agent_id: str, claim: bool, token_file: Path | None,
                as_json: bool) -> None:
     """Whether this agent should run, why, and which todo (exit 0 either way)."""
-    from loopx.tools.lanes import ShouldRun
+    from loopx.tools.quota import ShouldRun
 
     creds = credentials(agent_id, token_file) if claim else None
     out = run_tool(ctx, "quota.should_run", ShouldRun(agent_id, claim), creds)

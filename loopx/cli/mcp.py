@@ -9,10 +9,10 @@ import click
 from loopx.cli.app import (
     agent_option,
     cli,
-    credentials,
     token_file_option,
     workspace_of,
 )
+from loopx.cli.direct import credentials
 from loopx.kernel.errors import UsageProblem
 
 

@@ -11,13 +11,13 @@ import click
 
 from loopx.cli.app import (
     cli,
-    credentials,
     emit,
     run_tool,
     with_agent,
     with_token,
     workspace_of,
 )
+from loopx.cli.direct import credentials
 from loopx.kernel.errors import UsageProblem
 
 out_option = click.option(

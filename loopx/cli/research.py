@@ -9,7 +9,6 @@ import click
 
 from loopx.cli.app import (
     cli,
-    credentials,
     emit,
     json_arg,
     json_file_option,
@@ -19,6 +18,7 @@ from loopx.cli.app import (
     with_agent,
     with_json,
 )
+from loopx.cli.direct import credentials
 from loopx.kernel.errors import UsageProblem
 
 under_option = click.option("--under", required=True, metavar="TODO_ID:EPOCH",

@@ -12,12 +12,12 @@ import click
 
 from loopx.cli.app import (
     agent_option,
-    credentials,
     emit,
     json_option,
     run_tool,
     token_file_option,
 )
+from loopx.cli.direct import credentials
 from loopx.cli.lanes import todo
 from loopx.kernel.errors import UsageProblem
 

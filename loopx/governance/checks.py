@@ -32,7 +32,7 @@ from loopx.governance.rules import (
 from loopx.governance.state import approval_subjects, current_contract
 from loopx.governance.versions import check_supersedes
 from loopx.kernel.errors import Refused
-from loopx.work.extensions import Block, PassOver
+from loopx.work.extensions import Block
 
 if TYPE_CHECKING:
     from loopx.kernel.checks import Identity
@@ -291,14 +291,6 @@ def check_claim(view: View, who: Identity, todo_id: str, todo: dict[str, Any]) -
     if block is not None:
         raise Refused(f"the campaign refuses claims now ({block.reason}: "
                       f"{_detail(block.detail)})")
-
-
-def pass_over(view: View, todo: dict[str, Any]) -> PassOver | None:
-    """Selection passes over a todo whose estimated cost exceeds what the budget has left."""
-    return OVER_BUDGET if todo.get("cost") and todo_over_budget(view, todo) else None
-
-
-OVER_BUDGET = PassOver("budget_exhausted", "over_budget_todos")
 
 
 def _detail(detail: dict[str, Any]) -> str:

@@ -4,11 +4,12 @@ the campaign state machine, with the campaign's hold on the lanes' claims and se
 from __future__ import annotations
 
 from collections.abc import Sequence
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from loopx.governance import checks, moves, state
-from loopx.governance.rules import campaign_block
-from loopx.kernel.domains import Domain, Expected
+from loopx.governance import state
+from loopx.governance.rules import campaign_block, pass_over
+from loopx.kernel.domains import Domain, Expected, Hook
 from loopx.kernel.errors import Refused
 from loopx.work.extensions import CAMPAIGN_BLOCK, CLAIM_CHECK, PASS_OVER
 
@@ -54,6 +55,8 @@ def kinds() -> Sequence[KindSpec]:
 def owed_move(view: dict[str, Any], record: dict[str, Any]) -> list[Expected]:
     """The campaign move a decision, or the owner's approval of a promotion (already folded
     in), fires: its batch must carry exactly that transition next."""
+    from loopx.governance import moves  # writes and verify only
+
     if record["schema_version"] == "research_decision_v0":
         move = moves.decision_move(view, record)
     else:
@@ -98,9 +101,9 @@ DOMAIN = Domain(
     name="governance",
     slices={"campaign": state.initial_campaign, "proposals": dict, "findings": dict},
     folds=state.FOLDS,
-    checks=checks.GOVERNANCE_CHECKS,
+    checks=lambda: import_module("loopx.governance.checks").GOVERNANCE_CHECKS,
     kinds=kinds,
     after_fold={"research_decision_v0": owed_move, "approval_v0": owed_move},
-    extensions={CAMPAIGN_BLOCK: campaign_block, PASS_OVER: checks.pass_over,
-                CLAIM_CHECK: checks.check_claim},
+    extensions={CAMPAIGN_BLOCK: campaign_block, PASS_OVER: pass_over,
+                CLAIM_CHECK: Hook("loopx.governance.checks", "check_claim")},
 )

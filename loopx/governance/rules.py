@@ -7,7 +7,6 @@ should-run and the CLI all ask these, so they cannot disagree.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 from loopx.governance.state import TERMINAL, current_contract
 from loopx.governance.stopping import exhausted, over_budget
 from loopx.governance.tool_risks import RISK_CLASSES, TOOL_RISKS
-from loopx.work.extensions import Block
+from loopx.work.extensions import Block, PassOver
 
 MODES = ("assistant", "guided", "bounded")
 LOOPX_TOOL_PREFIX = "loopx."
@@ -126,6 +125,8 @@ def tool_risk(contract: dict[str, Any], tool: str) -> ToolRisk | None:
 
 def unknown_tool(tool: str) -> str:
     """Why a ``loopx.`` name that is no registered tool is refused, with the nearest names."""
+    import difflib  # an error message's suggestions only
+
     near = difflib.get_close_matches(tool.removeprefix(LOOPX_TOOL_PREFIX), sorted(TOOL_RISKS), n=3,
                                      cutoff=0.75)
     return (f"{tool!r} is not a registered loopx tool"
@@ -263,3 +264,11 @@ def todo_over_budget(view: dict[str, Any], todo: dict[str, Any]) -> list[str]:
     if not cost:
         return []
     return over_budget(current_contract(view), view["campaign"]["usage"]["total"], cost)
+
+
+def pass_over(view: dict[str, Any], todo: dict[str, Any]) -> PassOver | None:
+    """Selection passes over a todo whose estimated cost exceeds what the budget has left."""
+    return OVER_BUDGET if todo.get("cost") and todo_over_budget(view, todo) else None
+
+
+OVER_BUDGET = PassOver("budget_exhausted", "over_budget_todos")

@@ -20,7 +20,6 @@ from loopx.kernel.identity import (
     Credentials,
     Identity,
 )
-from loopx.kernel.tokens import token_matches
 
 __all__ = ["OWNER", "OWNER_CAPABILITY", "OWNER_ROLE", "Credentials", "Identity", "authenticate",
            "check_batch"]
@@ -37,6 +36,10 @@ def authenticate(kernel: dict[str, Any], view: dict[str, Any], creds: Credential
                            hint="set LOOPX_TOKEN or pass --token-file")
     if creds.agent_id == "owner":
         digest = kernel.get("owner_token_sha256")
+        from loopx.kernel.tokens import (
+            token_matches,  # hashlib and secrets: writes only
+        )
+
         if digest is None or not token_matches(creds.token, digest):
             raise Unauthorized("the owner token is wrong")
         return OWNER

@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import unquote
 
+from loopx.kernel.lazy_re import lazy_compile
+
 # Layers of decoding: three a writer may use, and one more for the HTML escaping of the
 # rendered output the gate scans as a whole.
 MAX_DEPTH = 4
@@ -54,18 +56,18 @@ CONFUSABLES = str.maketrans({
 # Blank letters (category Lo) that render as nothing.
 FILLERS = frozenset("\u115f\u1160\u3164\uffa0")
 # Anything but tab, newline, carriage return and printable ASCII.
-UNUSUAL = re.compile(r"[^\t\n\r\x20-\x7e]")
+UNUSUAL = lazy_compile(r"[^\t\n\r\x20-\x7e]")
 RIGHT_TO_LEFT_OVERRIDE = "\u202e"
 # An override runs to a pop (PDF), an isolate's end (PDI), or the end of the line.
-OVERRIDDEN = re.compile("\u202e([^\u202c\u2069\n]*)")
+OVERRIDDEN = lazy_compile("\u202e([^\u202c\u2069\n]*)")
 
-ESCAPE = re.compile(r"\\(?:u\{([0-9A-Fa-f]{1,6})\}|u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|"
-                    r"x([0-9A-Fa-f]{2}))")
-PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
+ESCAPE = lazy_compile(r"\\(?:u\{([0-9A-Fa-f]{1,6})\}|u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|"
+                      r"x([0-9A-Fa-f]{2}))")
+PERCENT = lazy_compile(r"%[0-9A-Fa-f]{2}")
 # Eight or more hex byte pairs, optionally as \x41 or 0x41, optionally separated.
-HEX_RUN = re.compile(r"(?<![0-9A-Za-z])(?:(?:\\x|0x)?[0-9A-Fa-f]{2}[ :,.\-]?){8,}"
-                     r"(?![0-9A-Za-z])")
-HEX_NOISE = re.compile(r"\\x|0x|[^0-9A-Fa-f]")
+HEX_RUN = lazy_compile(r"(?<![0-9A-Za-z])(?:(?:\\x|0x)?[0-9A-Fa-f]{2}[ :,.\-]?){8,}"
+                       r"(?![0-9A-Za-z])")
+HEX_NOISE = lazy_compile(r"\\x|0x|[^0-9A-Fa-f]")
 # Twelve or more base64 or base64url characters (short enough for ``password=...``).
 B64_RUN = re.compile(r"(?<![A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-]{12,}={0,2}(?![A-Za-z0-9+/_\-=])")
 B64_URL = str.maketrans("-_", "+/")
@@ -73,11 +75,11 @@ B64_URL = str.maketrans("-_", "+/")
 # characters of a key (any mix), or by one separator repeated (which may be a key's own
 # character: g-h-p-_-a...).
 _ONE = r"[A-Za-z0-9_+/=\-]"
-SPACED = re.compile(rf"(?<!{_ONE}){_ONE}(?:[\s.,;:|*~'\"`\u00b7\u2022]{{1,3}}{_ONE}(?!{_ONE}))"
-                    r"{7,}")
-SPACING = re.compile(r"[\s.,;:|*~'\"`\u00b7\u2022]")
-SEPARATED = re.compile(rf"(?<![A-Za-z0-9]){_ONE}( ?[^\sA-Za-z0-9] ?|\s+)(?:{_ONE}\1){{6,}}"
-                       rf"{_ONE}(?![A-Za-z0-9])")
+SPACED = lazy_compile(rf"(?<!{_ONE}){_ONE}(?:[\s.,;:|*~'\"`\u00b7\u2022]{{1,3}}{_ONE}(?!{_ONE}))"
+                      r"{7,}")
+SPACING = lazy_compile(r"[\s.,;:|*~'\"`\u00b7\u2022]")
+SEPARATED = lazy_compile(rf"(?<![A-Za-z0-9]){_ONE}( ?[^\sA-Za-z0-9] ?|\s+)(?:{_ONE}\1){{6,}}"
+                         rf"{_ONE}(?![A-Za-z0-9])")
 
 
 @dataclass(frozen=True)

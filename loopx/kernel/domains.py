@@ -77,8 +77,10 @@ class Domain:
     """What one domain contributes: kinds, state slices, fold handlers, checks, follow-ups.
 
     ``kinds`` is called on first need only: record models load pydantic, which a read never
-    pays for. ``writer`` (the identity a record claims), ``gate`` (the rules every record
-    passes before its kind's checks) and ``identify`` (an agent's token) come from exactly one
+    pays for. ``checks`` may be such a function too (a read never runs a write check), and an
+    extension hook may be a :class:`Hook` that names its function, imported on first call.
+    ``writer`` (the identity a record claims), ``gate`` (the rules every record passes before
+    its kind's checks) and ``identify`` (an agent's token) come from exactly one
     domain; so does ``refusal``, which turns a refusal the log keeps into a record.
     ``extensions`` are named hooks a lower domain defines and calls (``Domains.extensions``).
     """
@@ -86,7 +88,7 @@ class Domain:
     name: str
     slices: Mapping[str, Callable[[], Any]]
     folds: Mapping[str, FoldHandler] = field(default_factory=dict)
-    checks: Mapping[str, Check] = field(default_factory=dict)
+    checks: Mapping[str, Check] | Callable[[], Mapping[str, Check]] = field(default_factory=dict)
     kinds: Callable[[], Sequence[KindSpec]] = _no_kinds
     # Per kind: the records a record owes its batch, judged before it is folded in (successor
     # todos of a completion) or after (the stop a decision fires).
@@ -97,6 +99,11 @@ class Domain:
     identify: Callable[[View, str, str], Identity] | None = None
     refusal: Callable[[Identity, Exception], tuple[str, dict[str, Any]]] | None = None
     extensions: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+
+
+    def check_table(self) -> Mapping[str, Check]:
+        """This domain's write checks by kind (loaded now if they are loaded on demand)."""
+        return self.checks() if callable(self.checks) else self.checks
 
 
 class Domains:
@@ -113,7 +120,7 @@ class Domains:
                     raise ValueError(f"slice {name!r} is declared by two domains")
                 self.slices[name] = initial
         self._folds = _by_kind(d.folds for d in self.domains)
-        self._checks = _by_kind(d.checks for d in self.domains)
+        self._checks: dict[str, tuple[Check, ...]] | None = None
         self._before = _by_kind(d.before_fold for d in self.domains)
         self._after = _by_kind(d.after_fold for d in self.domains)
         self.writer = _single(self.domains, "writer")
@@ -147,7 +154,9 @@ class Domains:
             handler(view, record, record["payload"])
 
     def checks_for(self, kind: str) -> tuple[Check, ...]:
-        """The write checks of ``kind``, in domain order."""
+        """The write checks of ``kind``, in domain order (loads every domain's checks once)."""
+        if self._checks is None:
+            self._checks = _by_kind(d.check_table() for d in self.domains)
         return self._checks.get(kind, ())
 
     def before_fold(self, view: View, record: Record) -> list[Expected]:
@@ -175,6 +184,30 @@ class Domains:
                     kinds[spec.name] = spec
             self._kinds = kinds
         return self._kinds
+
+
+class Hook:
+    """An extension hook named by module and function, imported on its first call, so that
+    registering a hook does not load what only some commands use."""
+
+    __slots__ = ("_fn", "module", "name")
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module = module
+        self.name = name
+        self._fn: Callable[..., Any] | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.resolve()(*args, **kwargs)
+
+    def resolve(self) -> Callable[..., Any]:
+        """The function this hook names (imported now if it was not yet)."""
+        if self._fn is None:
+            self._fn = getattr(importlib.import_module(self.module), self.name)
+        return self._fn
+
+    def __repr__(self) -> str:
+        return f"Hook({self.module}.{self.name})"
 
 
 def _by_kind(tables: Iterator[Mapping[str, Any]]) -> dict[str, tuple[Any, ...]]:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from importlib import import_module
 from typing import TYPE_CHECKING
 
 from loopx.kernel.domains import Domain
 from loopx.narrator import state
-from loopx.narrator.first_screen import NARRATOR_CHECKS
 
 if TYPE_CHECKING:
     from loopx.kernel.kinds import KindSpec
@@ -32,6 +32,6 @@ DOMAIN = Domain(
     name="narrator",
     slices={name: dict for name in state.SLICES},
     folds=state.FOLDS,
-    checks=NARRATOR_CHECKS,
+    checks=lambda: import_module("loopx.narrator.first_screen").NARRATOR_CHECKS,
     kinds=kinds,
 )

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from loopx.kernel.domains import Domain
+from loopx.kernel.domains import Domain, Hook
 from loopx.kernel.errors import ResearchRefused
-from loopx.research import checks, claims, conditions, research_plan, state
+from loopx.research import claims, research_plan, state
 from loopx.work.extensions import (
     CLAIM_CHECK,
     CLAIM_DATA,
@@ -64,6 +64,13 @@ def kinds() -> Sequence[KindSpec]:
     )
 
 
+def checks() -> dict[str, Any]:
+    """Research's write checks by kind (loaded by the first write)."""
+    from loopx.research.checks import RESEARCH_CHECKS
+
+    return {**RESEARCH_CHECKS, research_plan.KIND: research_plan.check_research_plan}
+
+
 def refusal(who: Identity, exc: Exception) -> tuple[str, dict[str, Any]]:
     """The ``research_refusal_v0`` that takes a refused request's place in the log."""
     assert isinstance(exc, ResearchRefused)
@@ -79,10 +86,10 @@ DOMAIN = Domain(
     name="research",
     slices={name: dict for name in (*state.SLICES, research_plan.SLICE)},
     folds={**state.FOLDS, research_plan.KIND: research_plan.fold_research_plan},
-    checks={**checks.RESEARCH_CHECKS, research_plan.KIND: research_plan.check_research_plan},
+    checks=checks,
     kinds=kinds,
     refusal=refusal,
     extensions={PASS_OVER: claims.pass_over, CLAIM_CHECK: claims.check_claim,
                 CLAIM_DATA: claims.split_data,
-                SUCCESSOR_CONDITIONS: conditions.successor_conditions},
+                SUCCESSOR_CONDITIONS: Hook("loopx.research.conditions", "successor_conditions")},
 )

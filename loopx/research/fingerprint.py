@@ -15,18 +15,22 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
-from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from loopx.kernel.deobfuscate import normalise
+from loopx.kernel.lazy_re import lazy_compile
+
+if TYPE_CHECKING:
+    from decimal import Decimal
+
+# decimal and the deobfuscation tables load with the first fingerprint, not with the fold
+# table that names this module (a read whose tail holds no hypothesis never computes one).
 
 View = dict[str, Any]
 
 # Characters that separate the words of a name: dropped, so lr-decay, lr_decay and LR Decay
 # are one name.
-SEPARATORS = re.compile(r"[\s_.:\-/]+")
-NUMBER = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?$")
+SEPARATORS = lazy_compile(r"[\s_.:\-/]+")
+NUMBER = lazy_compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?$")
 SIGNIFICANT = 12  # digits a float keeps: 0.30000000000000004 is 0.3
 UNSET = ("", "null", "none")
 
@@ -34,12 +38,16 @@ UNSET = ("", "null", "none")
 def name_form(text: str) -> str:
     """A family or parameter name as compared: look-alikes folded, case-folded, separators
     dropped."""
+    from loopx.kernel.deobfuscate import normalise
+
     return SEPARATORS.sub("", normalise(str(text)).casefold())
 
 
 def _number(value: int | float | Decimal) -> int | float:
     """One form per number: an integral value within float precision as an int, any other as a
     float to ``SIGNIFICANT`` digits (so 64, 64.0, "64" and 0.1, 0.10, "1e-1" are each one)."""
+    from decimal import Decimal
+
     exact = value if isinstance(value, Decimal) else Decimal(value)
     if exact.is_finite() and exact == exact.to_integral_value() and abs(exact) < 2 ** 53:
         return int(exact)  # also makes -0.0 plain 0
@@ -57,6 +65,10 @@ def value_form(value: Any) -> Any:
     if isinstance(value, (int, float)):
         return _number(value)
     if isinstance(value, str):
+        from decimal import Decimal, InvalidOperation
+
+        from loopx.kernel.deobfuscate import normalise
+
         text = " ".join(normalise(value).casefold().split())
         if text in UNSET:
             return None

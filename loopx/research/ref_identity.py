@@ -29,20 +29,22 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from loopx.kernel.lazy_re import lazy_compile
+
 _ARXIV_ID = r"(\d{4}\.\d{4,5}|[a-z][a-z\-]*(?:\.[a-z]{2})?/\d{7})"
 _ARXIV_END = r"(?:v\d+)?(?:\.pdf)?/?(?:[?#]|$)"
-_ARXIV = re.compile(r"(?:^|[^a-z0-9])arxiv(?:\.org/(?:abs|pdf|html|format)/|\s*[:/]\s*|\s+)"
-                    + _ARXIV_ID + _ARXIV_END)
+_ARXIV = lazy_compile(r"(?:^|[^a-z0-9])arxiv(?:\.org/(?:abs|pdf|html|format)/|\s*[:/]\s*|\s+)"
+                      + _ARXIV_ID + _ARXIV_END)
 # A mirror or reader page whose last path segment is a new-style id (alphaxiv, ar5iv,
 # huggingface papers): as strong a sign of an arXiv paper as the arxiv.org URL itself.
-_ARXIV_TAIL = re.compile(r"/(\d{4}\.\d{4,5})" + _ARXIV_END)
-_BARE_ARXIV = re.compile(r"^" + _ARXIV_ID + r"(?:v\d+)?$")
-_DOI = re.compile(r"(?:^|[/=]|doi\s*:\s*)(10\.\d{4,9}/[^\s?#&]+)")
-_SCHEME = re.compile(r"^([a-z][a-z0-9+.\-]*):(//)?")
-_HOST_FIRST = re.compile(r"^[a-z0-9\-]+(?:\.[a-z0-9\-]+)+(?::\d+)?(?:[/?#]|$)")
-_TRACKING = re.compile(r"^(utm_.*|fbclid|gclid|dclid|msclkid|mc_cid|mc_eid|igshid|_hsenc|_hsmi|"
-                       r"ref_src|ref_url|spm|share|si)$")
-_INDEX = re.compile(r"/(?:index|default)\.(?:html?|php|aspx?)$")
+_ARXIV_TAIL = lazy_compile(r"/(\d{4}\.\d{4,5})" + _ARXIV_END)
+_BARE_ARXIV = lazy_compile(r"^" + _ARXIV_ID + r"(?:v\d+)?$")
+_DOI = lazy_compile(r"(?:^|[/=]|doi\s*:\s*)(10\.\d{4,9}/[^\s?#&]+)")
+_SCHEME = lazy_compile(r"^([a-z][a-z0-9+.\-]*):(//)?")
+_HOST_FIRST = lazy_compile(r"^[a-z0-9\-]+(?:\.[a-z0-9\-]+)+(?::\d+)?(?:[/?#]|$)")
+_TRACKING = lazy_compile(r"^(utm_.*|fbclid|gclid|dclid|msclkid|mc_cid|mc_eid|igshid|_hsenc|_hsmi|"
+                         r"ref_src|ref_url|spm|share|si)$")
+_INDEX = lazy_compile(r"/(?:index|default)\.(?:html?|php|aspx?)$")
 _EMPTY = ("text:", "path:", "web:")
 
 

@@ -8,7 +8,6 @@ from loopx.kernel.checks import Credentials, Identity
 from loopx.kernel.errors import Refused
 from loopx.kernel.ledger import Ledger
 from loopx.kernel.store.base import Record
-from loopx.kernel.tokens import new_token, token_digest
 from loopx.work.should_run import live_holdings, quota_left
 from loopx.work.state import LaneState
 
@@ -23,6 +22,11 @@ def register_agent(ledger: Ledger, creds: Credentials, agent_id: str, role: str,
         Unauthorized, Forbidden: the writer is not the owner.
         Refused: the role does not exist or the agent is already registered.
     """
+    from loopx.kernel.tokens import (  # registering only, not reads
+        new_token,
+        token_digest,
+    )
+
     token = new_token()
     payload: dict[str, Any] = {"agent_id": agent_id, "role": role,
                                "token_sha256": token_digest(token)}

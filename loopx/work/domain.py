@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from loopx.kernel.domains import Domain
-from loopx.work import change_checks, checks, state
+from loopx.kernel.domains import Domain, Hook
+from loopx.work import state
 
 if TYPE_CHECKING:
+    from loopx.kernel.domains import Check
     from loopx.kernel.kinds import KindSpec
 
 
@@ -48,11 +49,14 @@ def kinds() -> Sequence[KindSpec]:
     )
 
 
-DOMAIN = Domain(
-    name="work",
-    slices={name: dict for name in state.SLICES},
-    folds=state.FOLDS,
-    checks={
+CHECKS = "loopx.work.checks"
+
+
+def checks() -> dict[str, Check]:
+    """The lanes' write checks by kind (loaded by the first write)."""
+    from loopx.work import change_checks, checks
+
+    return {
         "todo_item_v0": checks.check_todo,
         "auto_research_lane_claim_v1": checks.check_claim,
         "todo_event_v0": checks.check_todo_event,
@@ -61,10 +65,18 @@ DOMAIN = Domain(
         "agent_grant_v0": checks.check_grant,
         "agent_revocation_v0": checks.check_revocation,
         "lane_profile_v0": checks.check_profile,
-    },
+    }
+
+
+DOMAIN = Domain(
+    name="work",
+    slices={name: dict for name in state.SLICES},
+    folds=state.FOLDS,
+    checks=checks,
     kinds=kinds,
-    before_fold={"todo_event_v0": checks.owed_successors},
-    writer=checks.writer_of,
-    gate=checks.gate,
-    identify=checks.identify,
+    # The write rules load with the first write (or verify); a read never runs them.
+    before_fold={"todo_event_v0": Hook(CHECKS, "owed_successors")},
+    writer=Hook(CHECKS, "writer_of"),
+    gate=Hook(CHECKS, "gate"),
+    identify=Hook(CHECKS, "identify"),
 )
