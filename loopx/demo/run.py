@@ -163,7 +163,9 @@ def _save_token(path: Path, token: str) -> Path:
 
 def start_lanes(root: Path, agents: dict[str, tuple[str, Path]],
                 options: DemoOptions) -> list[Lane]:
-    """One ``loopx lane run`` process per agent, each with its own token file."""
+    """One ``loopx lane run`` process per agent, each with its own token file, and each with
+    one persistent command that takes its todos one by one (scikit-learn imported once per
+    lane, not once per todo)."""
     env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_TOKEN", "LOOPX_AGENT_ID")}
     env.update(GIT_ENV)
     env.update({"LOOPX_DEMO_SEED": str(options.seed),
@@ -179,8 +181,8 @@ def start_lanes(root: Path, agents: dict[str, tuple[str, Path]],
         command = [sys.executable, "-m", "loopx.cli", "-C", str(root), "lane", "run",
                    "--role", role, "--agent-id", agent_id, "--token-file", str(token_file),
                    "--poll-seconds", str(POLL_SECONDS), "--idle-polls", str(IDLE_POLLS),
-                   "--timeout", "120", "--json", "--",
-                   sys.executable, "-m", "loopx.demo.agents", role]
+                   "--timeout", "120", "--persistent", "--json", "--",
+                   sys.executable, "-m", "loopx.demo.agents", "--serve", role]
         with open(log, "wb") as handle:
             process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT,
                                        env=env, cwd=root, start_new_session=True)
