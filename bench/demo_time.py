@@ -29,12 +29,16 @@ def run_once(python: str, directory: Path, seed: int) -> dict[str, Any]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     done = subprocess.run([python, "-m", "loopx.cli", "demo", "--dir", str(directory),
-                           "--seed", str(seed), "--json"], capture_output=True, text=True, check=False)
+                           "--seed", str(seed), "--json"], capture_output=True, text=True,
+                          check=False, cwd=directory.parent)  # not a checkout: `-m` would
+    # import the loopx beside the working directory instead of the one `python` has installed
     wall = time.monotonic() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         sys.exit(f"{python}: the demo failed ({done.returncode}):\n{done.stderr[-2000:]}")
     out = json.loads(done.stdout)
+    if out["state"] != "stopped" or not out["verified"]:
+        sys.exit(f"{python}: the campaign did not end as it should: {out}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     outcome = (out["state"], tuple(out["promoted"]), tuple(out["retired"]), out["verified"])
     return {"wall": wall, "cpu": cpu, "outcome": outcome}

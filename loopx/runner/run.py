@@ -51,8 +51,6 @@ SECRET_ENV = ("LOOPX_TOKEN", "LOOPX_TOKEN_FILE")
 # Should-run reasons worth waiting on after the campaign stopped: a todo held up by others'
 # work in progress, or by the owner's pending verdict.
 WAIT_AFTER_STOP = ("blocked", "awaiting_approval")
-# The variables a persistent command gets at its start; the rest come with each task.
-LANE_ENV = ("LOOPX_WORKSPACE", "LOOPX_AGENT_ID", "LOOPX_ROLE")
 TICK = 0.2
 
 
@@ -107,6 +105,12 @@ class LaneRunner:
         """Claim and run todos until there is a reason to stop."""
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
+            if self.options.persistent:
+                try:
+                    # Started before the first claim, so its loading overlaps others' work.
+                    self._start_worker()
+                except OSError:
+                    pass  # the first attempt tries again and records why it cannot start
             self._loop()
         except _Stop:
             self.report.stopped_because = "signal"
@@ -292,17 +296,17 @@ class LaneRunner:
         env = self._environment(todo, claim, worktree)
         if self.worker is None or self.worker.child.poll() is not None:
             try:
-                # What holds for the whole lane is in its environment from the start.
-                lane_env = {k: v for k, v in env.items() if k not in SECRET_ENV and (
-                    not k.startswith("LOOPX_") or k in LANE_ENV)}
-                self.worker = Worker(self.options.command, str(self.workspace.root), lane_env)
+                self._start_worker()
             except OSError as exc:
                 attempt.wall_seconds = time.monotonic() - started
                 attempt.reason = start_failure(self.options.command, exc)
                 attempt.started = False
                 return b"", attempt
         worker = self.worker
-        cpu_before = worker.cpu_seconds()
+        assert worker is not None
+        # The first task pays for the command's start-up (already under way, perhaps).
+        cpu_before = worker.cpu_seconds() if worker.served else 0.0
+        worker.served += 1
         task_env = {k: v for k, v in env.items() if k.startswith("LOOPX_")}
         cwd = str(worktree.path if worktree else self.workspace.root)
         line: bytes | None = b"" if not worker.send(claim, task_env, cwd) else None
@@ -336,6 +340,15 @@ class LaneRunner:
             return b"", attempt
         attempt.exit_status = 0
         return line or b"", attempt
+
+    def _start_worker(self) -> None:
+        """Start the persistent command, with what holds for the whole lane in its
+        environment (each task brings the rest)."""
+        lane_env = {k: v for k, v in os.environ.items()
+                    if k not in SECRET_ENV and not k.startswith("LOOPX_")}
+        lane_env.update({"LOOPX_WORKSPACE": str(self.workspace.root),
+                         "LOOPX_AGENT_ID": self.creds.agent_id, "LOOPX_ROLE": self.report.role})
+        self.worker = Worker(self.options.command, str(self.workspace.root), lane_env)
 
     def _stop_worker(self) -> None:
         if self.worker is not None:

@@ -34,6 +34,7 @@ class Worker:
                                       cwd=cwd, env=env, start_new_session=True)
         self.lines: queue.Queue[bytes] = queue.Queue()
         self.overflow = False
+        self.served = 0  # tasks handed to it so far
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
 
