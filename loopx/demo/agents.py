@@ -14,6 +14,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -172,6 +173,9 @@ def executor(claim: dict[str, Any]) -> dict[str, Any]:
     packet = {"hypothesis_id": claim["hypothesis_id"], "status": "scored",
               "results": [{"split": split, "metric": METRIC, "seed": seed, "value": value}
                           for seed, value in zip(seeds, values, strict=True)]}
+    hold = float(os.environ.get("LOOPX_DEMO_HOLD_SECONDS") or 0)
+    if hold:  # --kill-executor's victim: still holding its claim when the driver kills it
+        time.sleep(hold)
     # No verdict of its own: what follows (judging, then perhaps a held-out run) is decided
     # from the packet in the log and the evaluator's judgement, not from this result.
     return {"records": [{"schema_version": PACKET, "payload": packet}],
