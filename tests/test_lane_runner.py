@@ -237,6 +237,57 @@ def test_bad_usage_is_refused_before_anything_runs(ws: Setup) -> None:
     assert len(ws.records()) == head
 
 
+# -- persistent commands ------------------------------------------------------------------------
+
+SERVING = """
+    import json, os, sys
+    first = os.path.join(os.environ["LOOPX_WORKSPACE"], "..", "crash-once")
+    for line in sys.stdin:
+        task = json.loads(line)
+        if os.environ.get("CRASH_FIRST") and not os.path.exists(first):
+            open(first, "w").close()
+            sys.exit(3)  # mid-task, without an answer
+        claim = task["claim"]
+        packet = {"hypothesis_id": claim["hypothesis_id"], "status": "scored",
+                  "results": [{"split": "dev", "metric": "acc", "seed": 0, "value": 0.9}]}
+        print(json.dumps({"records": [{"schema_version": "auto_research_evidence_packet_v0",
+                                       "payload": packet}],
+                          "result": {"pid": os.getpid(), "todo": task["env"]["LOOPX_TODO_ID"],
+                                     "token_seen": "LOOPX_TOKEN" in os.environ}}), flush=True)
+"""
+
+
+def completions(ws: Setup) -> dict[str, Any]:
+    return {r["todo_id"]: r["payload"]["result"] for r in ws.records("todo_event_v0")
+            if r["payload"]["event"] == "completed"}
+
+
+def test_a_persistent_command_takes_every_todo_of_the_lane_in_one_process(ws: Setup) -> None:
+    ws.dev_todo("dev-1")
+    ws.dev_todo("dev-2")
+    done = ws.lane("ex", ws.script("serving", SERVING), "--no-worktree", "--persistent",
+                   "--max-attempts", "2")
+    assert json.loads(done.stdout)["completed"] == 2, done.stdout
+    results = completions(ws)
+    assert {results[t]["todo"] for t in ("dev-1", "dev-2")} == {"dev-1", "dev-2"}
+    assert results["dev-1"]["pid"] == results["dev-2"]["pid"]
+    assert not results["dev-1"]["token_seen"]
+
+
+def test_a_persistent_command_that_dies_fails_its_attempt_and_is_started_afresh(
+        ws: Setup) -> None:
+    ws.dev_todo("dev-1")
+    ws.dev_todo("dev-2")
+    done = ws.lane("ex", ws.script("serving", SERVING), "--no-worktree", "--persistent",
+                   "--max-attempts", "2", env={"CRASH_FIRST": "1"})
+    report = json.loads(done.stdout)
+    assert (report["failed"], report["completed"]) == (1, 1), done.stdout
+    [failure] = [r for r in ws.records("todo_event_v0") if r["payload"]["event"] == "failed"]
+    assert failure["payload"]["reason"] == ("the command exited with status 3 before it "
+                                            "answered")
+    assert len(completions(ws).keys() & {"dev-1", "dev-2"}) == 1  # by a fresh command
+
+
 # -- worktrees ----------------------------------------------------------------------------------
 
 def git(root: Path, *args: str) -> str:

@@ -38,12 +38,16 @@ def lane() -> None:
               help="Stop after this many attempts (0: never).")
 @click.option("--no-worktree", is_flag=True,
               help="Run an executor's command in the workspace, not in its own git worktree.")
+@click.option("--persistent", is_flag=True,
+              help="Start CMD once and hand it one task per line on stdin (a "
+                   "loopx_lane_task_v0), reading one result line back per task.")
 @json_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD...")
 @click.pass_context
 def lane_run(ctx: click.Context, role: str | None, agent_id: str, token_file: Path | None,
              timeout: float, idle_polls: int, poll_seconds: float, max_attempts: int,
-             no_worktree: bool, as_json: bool, command: tuple[str, ...]) -> None:
+             no_worktree: bool, persistent: bool, as_json: bool,
+             command: tuple[str, ...]) -> None:
     """Run one lane: claim what should-run selects, run CMD for it (the claim packet on stdin
     and in LOOPX_* variables, no token), record its loopx_lane_result_v0, repeat. A CMD that
     cannot start is recorded as a failed attempt and stops the lane (exit 2)."""
@@ -52,7 +56,7 @@ def lane_run(ctx: click.Context, role: str | None, agent_id: str, token_file: Pa
 
     options = RunnerOptions(list(command), timeout=timeout, idle_polls=idle_polls,
                             poll_seconds=poll_seconds, max_attempts=max_attempts,
-                            worktrees=not no_worktree)
+                            worktrees=not no_worktree, persistent=persistent)
     report = run_lane(workspace_of(ctx), credentials(agent_id, token_file), options, role=role)
     out = report.to_json()
     emit(as_json, out, f"{agent_id} ({out['role']}) stopped: {out['stopped_because']}; "

@@ -14,6 +14,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -54,11 +55,18 @@ def settings() -> dict[str, Any]:
             "public": Path(os.environ.get("LOOPX_DEMO_PUBLIC", "public"))}
 
 
+_LEDGERS: dict[str, Any] = {}
+
+
 def workspace_view() -> tuple[Any, dict[str, Any]]:
-    """The workspace's ledger (read only) and its folded state."""
+    """The workspace's ledger (read only) and its folded state, caught up with the log. A
+    serving command keeps its ledger between tasks and folds only what was appended since."""
     from loopx.workspace import find_workspace
 
-    ledger = find_workspace(os.environ["LOOPX_WORKSPACE"]).ledger()
+    where = os.environ["LOOPX_WORKSPACE"]
+    if where not in _LEDGERS:
+        _LEDGERS[where] = find_workspace(where).ledger()
+    ledger = _LEDGERS[where]
     return ledger, ledger.state()["lanes"]
 
 
@@ -132,7 +140,7 @@ def proposer(claim: dict[str, Any]) -> dict[str, Any]:
     from loopx.research.projections import row
 
     parent = claim["hypothesis_id"]
-    ledger, view = workspace_view()
+    _, view = workspace_view()
     refinement = REFINEMENTS.get(parent)
     state = row(view, parent).state if parent in view["hypotheses"] else None
     if refinement is None or refinement["hypothesis_id"] in view["hypotheses"] or \
@@ -165,6 +173,9 @@ def executor(claim: dict[str, Any]) -> dict[str, Any]:
     packet = {"hypothesis_id": claim["hypothesis_id"], "status": "scored",
               "results": [{"split": split, "metric": METRIC, "seed": seed, "value": value}
                           for seed, value in zip(seeds, values, strict=True)]}
+    hold = float(os.environ.get("LOOPX_DEMO_HOLD_SECONDS") or 0)
+    if hold:  # --kill-executor's victim: still holding its claim when the driver kills it
+        time.sleep(hold)
     # No verdict of its own: what follows (judging, then perhaps a held-out run) is decided
     # from the packet in the log and the evaluator's judgement, not from this result.
     return {"records": [{"schema_version": PACKET, "payload": packet}],
@@ -236,13 +247,45 @@ ROLES = {"research_curator": curator, "hypothesis_proposer": proposer,
          "product_narrator": narrator}
 
 
+# The roles that train models: a serving command imports scikit-learn before its first task.
+TRAINS = ("research_curator", "research_executor")
+
+
+def serve(role: str) -> int:
+    """``loopx lane run --persistent``: one task per stdin line (its claim, its LOOPX_*
+    variables and its directory), one result line back, until stdin closes."""
+    if role in TRAINS:
+        from loopx.demo.problem import preload
+
+        preload()
+    given: set[str] = set()
+    for line in sys.stdin:
+        task = json.loads(line)
+        for name in given - task["env"].keys():
+            os.environ.pop(name, None)  # nothing of the last todo leaks into this one
+        os.environ.update(task["env"])
+        given = set(task["env"])
+        os.chdir(task["cwd"])
+        out = ROLES[role](task["claim"])
+        sys.stdout.write(json.dumps({"schema_version": "loopx_lane_result_v0", **out},
+                                    sort_keys=True) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
 def main(argv: list[str]) -> int:
-    """Run one role's step on the claim packet from stdin; print the lane result."""
-    if len(argv) != 1 or argv[0] not in ROLES:
-        print(f"usage: python -m loopx.demo.agents {{{','.join(ROLES)}}}", file=sys.stderr)
+    """Run one role's step on the claim packet from stdin and print the lane result; with
+    ``--serve``, run one per stdin line (a persistent lane command)."""
+    serving = argv[:1] == ["--serve"]
+    args = argv[1:] if serving else argv
+    if len(args) != 1 or args[0] not in ROLES:
+        print(f"usage: python -m loopx.demo.agents [--serve] {{{','.join(ROLES)}}}",
+              file=sys.stderr)
         return 2
+    if serving:
+        return serve(args[0])
     claim = json.loads(sys.stdin.read())
-    out = ROLES[argv[0]](claim)
+    out = ROLES[args[0]](claim)
     print(json.dumps({"schema_version": "loopx_lane_result_v0", **out}, sort_keys=True))
     return 0
 

@@ -71,6 +71,15 @@ def load_split(where: str) -> tuple[Any, Any, Any, Any]:
     return x[parts["train"]], y[parts["train"]], x[parts[split]], y[parts[split]]
 
 
+def preload() -> None:
+    """Import what training and scoring use, once, before a serving command's first task."""
+    import importlib
+
+    for name in ("numpy", "sklearn.datasets", "sklearn.linear_model", "sklearn.naive_bayes",
+                 "sklearn.neighbors", "sklearn.svm"):
+        importlib.import_module(name)
+
+
 def evaluate(project: Path, family: str, params: dict[str, Any], where: str,
              seeds: list[int]) -> list[float]:
     """The metric on the split at ``where``, one value per seed, using the project's own

@@ -28,6 +28,7 @@ GOAL = "digits-demo"
 LEASE_SECONDS = 10.0
 HEARTBEAT_SECONDS = 2.0
 POLL_SECONDS = 0.3
+KILL_HOLD_SECONDS = 5.0  # with --kill-executor: how long the victim holds each result
 IDLE_POLLS = 200  # a lane with nothing to do for a minute stops: the campaign has moved on
 GIT_ENV = {"GIT_AUTHOR_NAME": "loopx demo", "GIT_AUTHOR_EMAIL": "demo@loopx.invalid",
            "GIT_COMMITTER_NAME": "loopx demo", "GIT_COMMITTER_EMAIL": "demo@loopx.invalid"}
@@ -163,7 +164,9 @@ def _save_token(path: Path, token: str) -> Path:
 
 def start_lanes(root: Path, agents: dict[str, tuple[str, Path]],
                 options: DemoOptions) -> list[Lane]:
-    """One ``loopx lane run`` process per agent, each with its own token file."""
+    """One ``loopx lane run`` process per agent, each with its own token file, and each with
+    one persistent command that takes its todos one by one (scikit-learn imported once per
+    lane, not once per todo)."""
     env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_TOKEN", "LOOPX_AGENT_ID")}
     env.update(GIT_ENV)
     env.update({"LOOPX_DEMO_SEED": str(options.seed),
@@ -174,16 +177,22 @@ def start_lanes(root: Path, agents: dict[str, tuple[str, Path]],
     logs = root / ".loopx" / "demo-logs"
     logs.mkdir()
     lanes = []
+    victim = next(a for a, (role, _) in agents.items() if role == "research_executor")
     for agent_id, (role, token_file) in agents.items():
         log = logs / f"{agent_id}.log"
+        lane_env = env
+        if options.kill_executor and agent_id == victim:
+            # A warm executor finishes a todo in a fraction of a second, before the driver
+            # could see its claim: the one to be killed holds its result a while first.
+            lane_env = {**env, "LOOPX_DEMO_HOLD_SECONDS": str(KILL_HOLD_SECONDS)}
         command = [sys.executable, "-m", "loopx.cli", "-C", str(root), "lane", "run",
                    "--role", role, "--agent-id", agent_id, "--token-file", str(token_file),
                    "--poll-seconds", str(POLL_SECONDS), "--idle-polls", str(IDLE_POLLS),
-                   "--timeout", "120", "--json", "--",
-                   sys.executable, "-m", "loopx.demo.agents", role]
+                   "--timeout", "120", "--persistent", "--json", "--",
+                   sys.executable, "-m", "loopx.demo.agents", "--serve", role]
         with open(log, "wb") as handle:
             process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT,
-                                       env=env, cwd=root, start_new_session=True)
+                                       env=lane_env, cwd=root, start_new_session=True)
         lanes.append(Lane(agent_id, role, process, log))
     return lanes
 

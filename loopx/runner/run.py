@@ -11,7 +11,8 @@ attempt's CPU and wall time are recorded as usage. A command that cannot start a
 runner, which would otherwise fail every todo it claims the same way. A fault of the runner itself (no worktree
 can be made) releases the claim before it stops. SIGTERM or Ctrl-C releases the held claim; a
 crash leaves it to expire and be reclaimed (or to the same agent, which resumes it on a fresh
-branch).
+branch). With ``persistent`` the command is started once and handed one todo per line
+(``worker.py``), so what it loads it loads once per lane.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from loopx.runner.attempt import (
     start_failure,
 )
 from loopx.runner.recorder import REASON_CHARS, AttemptRecorder
+from loopx.runner.worker import Worker
 
 if TYPE_CHECKING:
     from loopx.kernel.checks import Credentials
@@ -62,6 +64,7 @@ class RunnerOptions:
     poll_seconds: float = 2.0
     max_attempts: int = 0  # stop after this many attempts (0: never)
     worktrees: bool = True
+    persistent: bool = False  # one command for the whole lane, a task per line (worker.py)
 
 
 class _Stop(Exception):
@@ -94,6 +97,7 @@ class LaneRunner:
         self.ledger.identify(creds)  # a wrong token fails now, not at the first claim
         self.report = LaneReport(creds.agent_id, agent["role"])
         self.recorder = AttemptRecorder(workspace, self.ledger, creds, agent["role"])
+        self.worker: Worker | None = None
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -101,12 +105,19 @@ class LaneRunner:
         """Claim and run todos until there is a reason to stop."""
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
+            if self.options.persistent:
+                try:
+                    # Started before the first claim, so its loading overlaps others' work.
+                    self._start_worker()
+                except OSError:
+                    pass  # the first attempt tries again and records why it cannot start
             self._loop()
         except _Stop:
             self.report.stopped_because = "signal"
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
+            self._stop_worker()
             self.ledger.store.close()
         return self.report
 
@@ -220,6 +231,8 @@ class LaneRunner:
 
     def _run_command(self, todo: dict[str, Any], claim: dict[str, Any],
                      worktree: Worktree | None, attempt: Attempt) -> tuple[bytes, Attempt]:
+        if self.options.persistent:
+            return self._run_task(todo, claim, worktree, attempt)
         from loopx.work.claims import heartbeat
 
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -273,6 +286,74 @@ class LaneRunner:
         if attempt.reason is None and out.overflow:
             attempt.reason = f"the command printed more than {MAX_OUTPUT} bytes"
         return out.data, attempt
+
+    def _run_task(self, todo: dict[str, Any], claim: dict[str, Any],
+                  worktree: Worktree | None, attempt: Attempt) -> tuple[bytes, Attempt]:
+        """The attempt as one task line to the persistent command, started if need be."""
+        from loopx.work.claims import heartbeat
+
+        started = time.monotonic()
+        env = self._environment(todo, claim, worktree)
+        if self.worker is None or self.worker.child.poll() is not None:
+            try:
+                self._start_worker()
+            except OSError as exc:
+                attempt.wall_seconds = time.monotonic() - started
+                attempt.reason = start_failure(self.options.command, exc)
+                attempt.started = False
+                return b"", attempt
+        worker = self.worker
+        assert worker is not None
+        # The first task pays for the command's start-up (already under way, perhaps).
+        cpu_before = worker.cpu_seconds() if worker.served else 0.0
+        worker.served += 1
+        task_env = {k: v for k, v in env.items() if k.startswith("LOOPX_")}
+        cwd = str(worktree.path if worktree else self.workspace.root)
+        line: bytes | None = b"" if not worker.send(claim, task_env, cwd) else None
+        every = max(float(claim.get("heartbeat_seconds") or 60.0), 1.0)
+        next_beat = started + every
+        try:
+            while line is None:
+                self._check_stop()
+                now = time.monotonic()
+                if now - started > self.options.timeout:
+                    attempt.reason = f"timed out after {self.options.timeout:g} s"
+                    break
+                if now >= next_beat:
+                    heartbeat(self.ledger, self.creds, todo["todo_id"], todo["epoch"])
+                    next_beat = now + every
+                line = worker.answer(TICK)
+        except BaseException:
+            self._stop_worker()
+            raise
+        attempt.wall_seconds = time.monotonic() - started
+        attempt.cpu_seconds = max(worker.cpu_seconds() - cpu_before, 0.0)
+        if attempt.reason is None and worker.overflow:
+            attempt.reason = f"the command printed more than {MAX_OUTPUT} bytes"
+        if attempt.reason is None and not line:
+            worker.child.wait()
+            attempt.exit_status = worker.child.returncode
+            attempt.reason = (f"the command exited with status {worker.child.returncode} "
+                              "before it answered")
+        if attempt.reason is not None:
+            self._stop_worker()  # the next todo gets a fresh command
+            return b"", attempt
+        attempt.exit_status = 0
+        return line or b"", attempt
+
+    def _start_worker(self) -> None:
+        """Start the persistent command, with what holds for the whole lane in its
+        environment (each task brings the rest)."""
+        lane_env = {k: v for k, v in os.environ.items()
+                    if k not in SECRET_ENV and not k.startswith("LOOPX_")}
+        lane_env.update({"LOOPX_WORKSPACE": str(self.workspace.root),
+                         "LOOPX_AGENT_ID": self.creds.agent_id, "LOOPX_ROLE": self.report.role})
+        self.worker = Worker(self.options.command, str(self.workspace.root), lane_env)
+
+    def _stop_worker(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+            self.worker = None
 
     # -- giving a todo back -------------------------------------------------------------------
 
