@@ -25,8 +25,17 @@ from loopx.kernel.errors import (
     WorkspaceError,
 )
 from loopx.kernel.ledger import Ledger
+from loopx.kernel.store.base import Store
 from loopx.kernel.store.file import FileStore
 from loopx.kernel.store.fs import fsync_dir
+from loopx.kernel.store.location import (
+    ENV_STORE,
+    FILE,
+    is_postgres,
+    parse_postgres,
+    redact,
+    without_password,
+)
 from loopx.kernel.tokens import new_token, token_digest
 from loopx.work.profiles import packaged_profiles, parse_profile
 from loopx.work.state import LaneState
@@ -50,15 +59,27 @@ class Workspace:
 
     root: Path
     format_version: int = FORMAT_VERSION
+    store_location: str = FILE  # ``file`` or a postgresql:// URL without its password
 
     @property
     def dir(self) -> Path:
         """The ``.loopx/`` directory."""
         return self.root / WORKSPACE_DIR
 
-    def store(self, **options: object) -> FileStore:
-        """The workspace's file store (options as for :class:`FileStore`)."""
-        return FileStore(self.dir, **options)  # type: ignore[arg-type]
+    def store(self, **options: object) -> Store:
+        """The workspace's store: the file store (options as for :class:`FileStore`), or the
+        PostgreSQL store recorded in ``workspace.json`` (only ``clock`` and ``lock_timeout``
+        apply there), connecting with ``LOOPX_STORE`` when that is set.
+
+        Raises:
+            WorkspaceError: ``LOOPX_STORE`` names another log than the workspace's.
+        """
+        if self.store_location == FILE:
+            return FileStore(self.dir, **options)  # type: ignore[arg-type]
+        from loopx.kernel.store.postgres import PostgresStore
+
+        kept = {k: v for k, v in options.items() if k in ("clock", "lock_timeout")}
+        return PostgresStore(store_url(self.store_location), **kept)  # type: ignore[arg-type]
 
     @property
     def lanes_dir(self) -> Path:
@@ -97,7 +118,28 @@ class Workspace:
                                  hint="the owner corrects it in that file") from None
 
 
-def _read_format(config: Path, *, check: bool = True) -> int:
+def store_url(recorded: str) -> str:
+    """The URL to connect to a workspace's PostgreSQL store: ``LOOPX_STORE`` when set (it may
+    carry the password, or a host name that resolves on this machine), else ``recorded``.
+
+    Raises:
+        WorkspaceError: ``LOOPX_STORE`` is not a postgresql:// URL or names another log.
+    """
+    given = os.environ.get(ENV_STORE)
+    if not given:
+        return recorded
+    if not is_postgres(given):
+        raise WorkspaceError(f"{ENV_STORE} is {redact(given)!r}, but this workspace's store is "
+                             "on PostgreSQL", hint=f"unset {ENV_STORE}, or give a postgresql:// URL")
+    want = parse_postgres(recorded).log
+    if parse_postgres(given, default_log=want).log != want:
+        raise WorkspaceError(f"{ENV_STORE} names the log {parse_postgres(given).log!r}, but this "
+                             f"workspace's log is {want!r}",
+                             hint=f"fix or unset {ENV_STORE}")
+    return parse_postgres(given, default_log=want).conninfo_with_log()
+
+
+def _read_format(config: Path, *, check: bool = True) -> tuple[int, str]:
     try:
         data = json.loads(config.read_text())
         version = data["format_version"]
@@ -106,16 +148,18 @@ def _read_format(config: Path, *, check: bool = True) -> int:
         raise WorkspaceError(f"{config} is unreadable or malformed") from None
     if not isinstance(version, int):
         raise WorkspaceError(f"{config}: format_version must be an integer")
-    if store != "file":
-        raise WorkspaceError(f"{config}: store {store!r} is not one this loopx has "
-                             "(it has 'file')")
+    if not isinstance(store, str) or (store != FILE and not is_postgres(store)):
+        raise WorkspaceError(f"{config}: store {redact(str(store))!r} is not one this loopx has "
+                             "(it has 'file' and postgresql:// URLs)")
+    if is_postgres(store):
+        parse_postgres(store)  # a malformed log name is refused here, naming the file
     if check and version not in SUPPORTED_FORMATS:
         raise WorkspaceError(
             f"workspace format {version!r} is not one this loopx reads "
             f"(it reads {', '.join(map(str, SUPPORTED_FORMATS))})",
             hint="run `loopx migrate`: it converts an older workspace, or says to upgrade loopx"
                  " for a newer one")
-    return int(version)
+    return int(version), store
 
 
 def find_workspace(explicit: str | os.PathLike[str] | None = None,
@@ -132,12 +176,12 @@ def find_workspace(explicit: str | os.PathLike[str] | None = None,
         config = root / WORKSPACE_DIR / "workspace.json"
         if not config.is_file():
             raise WorkspaceError(f"no loopx workspace at {root}", hint="run `loopx init` there")
-        return Workspace(root, _read_format(config, check=check_format))
+        return Workspace(root, *_read_format(config, check=check_format))
     here = (start or Path.cwd()).resolve()
     for candidate in (here, *here.parents):
         config = candidate / WORKSPACE_DIR / "workspace.json"
         if config.is_file():
-            return Workspace(candidate, _read_format(config, check=check_format))
+            return Workspace(candidate, *_read_format(config, check=check_format))
     raise WorkspaceError(
         f"no loopx workspace at {here} or any parent",
         hint="run `loopx init`, or pass --workspace / set LOOPX_WORKSPACE")
@@ -160,11 +204,14 @@ def migrate_workspace(explicit: str | os.PathLike[str] | None = None) -> tuple[W
 
 
 def init_workspace(root: Path, goal_id: str, *,
-                   contract_scopes: list[str] | None = None) -> tuple[Workspace, str]:
+                   contract_scopes: list[str] | None = None,
+                   store: str | None = None) -> tuple[Workspace, str]:
     """Create a workspace with its genesis record; returns it and the owner token (show once).
 
     ``contract_scopes`` (default: the whole repository, ``["."]``) are the repository paths
-    every contract version must stay inside; they go to ``workspace.json``.
+    every contract version must stay inside; they go to ``workspace.json``. ``store`` is
+    ``file`` (the default) or a postgresql:// URL (its log named by ``?log=``, else the goal
+    id); ``workspace.json`` records it without the password.
 
     Also adds the loopx section to ``<root>/AGENTS.md`` (:func:`write_agents_section`); if that
     file cannot be written, init says so on stderr and still succeeds.
@@ -178,6 +225,12 @@ def init_workspace(root: Path, goal_id: str, *,
     """
     _check_goal_id(goal_id)
     scopes = _check_contract_scopes(contract_scopes)
+    location = FILE
+    if store is not None and store != FILE:
+        if not is_postgres(store):
+            raise RecordRejected([FieldProblem("store", f"{redact(store)!r} is neither 'file' "
+                                               "nor a postgresql:// URL")])
+        location = parse_postgres(store, default_log=goal_id).conninfo_with_log()
     root = root.resolve()
     if root.name == WORKSPACE_DIR:
         root = root.parent
@@ -193,12 +246,17 @@ def init_workspace(root: Path, goal_id: str, *,
     except OSError as exc:
         raise StorageError.from_os(exc, "look at", path=wdir, outcome=NOTHING_CREATED) from None
     try:
-        workspace, token = _create(root, goal_id, scopes)
+        workspace, token = _create(root, goal_id, scopes, location)
     except OSError as exc:
         raise StorageError.from_os(exc, "write", path=exc.filename or root,
                                    outcome=_undo_init(wdir, existed)) from None
     except StorageError as exc:  # the store's own, from writing the first records
         raise exc.with_outcome(_undo_init(wdir, existed)) from None
+    except WorkspaceError as exc:  # a shared store's log that already has records
+        _undo_init(wdir, existed)
+        raise WorkspaceError(f"{exc.message} ({redact(without_password(location))})",
+                             hint="name a new log in the URL (?log=NAME), or open the existing "
+                                  "workspace") from None
     try:
         write_agents_section(root)
     except OSError as exc:  # a convenience for agents; the workspace itself is complete
@@ -209,13 +267,22 @@ def init_workspace(root: Path, goal_id: str, *,
 NOTHING_CREATED = "no workspace was created"
 
 
-def _create(root: Path, goal_id: str, scopes: list[str]) -> tuple[Workspace, str]:
+def _create(root: Path, goal_id: str, scopes: list[str],
+            location: str = FILE) -> tuple[Workspace, str]:
     """The part of init that writes: the log, its genesis, profiles, and the marker files."""
     wdir = root / WORKSPACE_DIR
     root.mkdir(parents=True, exist_ok=True)
-    workspace = Workspace(root)
-    store = workspace.store()
-    store.create()
+    recorded = without_password(location)
+    workspace = Workspace(root, store_location=recorded)
+    store: Store
+    if location == FILE:
+        store = workspace.store()
+    else:
+        from loopx.kernel.store.postgres import PostgresStore
+
+        wdir.mkdir(exist_ok=True)
+        store = PostgresStore(location)
+    store.create()  # type: ignore[attr-defined]
     with store:
         token = bootstrap_log(Ledger(store), goal_id)
     _copy_lanes(wdir / "lanes")
@@ -223,7 +290,7 @@ def _create(root: Path, goal_id: str, scopes: list[str]) -> tuple[Workspace, str
                   "# loopx workspace state is not versioned with the project\n*\n")
     # Written last: a .loopx/ without it is an init that stopped early.
     _write_atomic(wdir / "workspace.json",
-                  json.dumps({"format_version": FORMAT_VERSION, "store": "file",
+                  json.dumps({"format_version": FORMAT_VERSION, "store": recorded,
                               "contract_scopes": scopes}, indent=2) + "\n")
     return workspace, token
 
