@@ -455,3 +455,78 @@ def _write_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
         os.chmod(tmp, mode)
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+def copy_store(workspace: Workspace, to: str, *, use: bool = False) -> dict[str, Any]:
+    """Copy the workspace's log, byte for byte, to ``to``: a postgresql:// URL (its log named
+    by ``?log=``, else the goal id) or a directory that becomes a new workspace on a file log
+    (with this one's settings and role profiles). With ``use``, this workspace then records the
+    PostgreSQL copy as its store. Returns what ``loopx store copy --json`` prints.
+
+    Raises:
+        ConflictError: the target already holds records.
+        WorkspaceError: ``to`` is neither, ``use`` with a directory, or the directory is taken.
+        IntegrityError: the log does not verify, or the copy does not reach its head.
+        StorageError: either side refused.
+    """
+    from loopx.kernel.store.copy import copy_log
+
+    with workspace.store() as source:
+        goal = Ledger(source).goal_id()
+        if is_postgres(to):
+            from loopx.kernel.store.postgres import PostgresStore
+
+            location = parse_postgres(to, default_log=goal).conninfo_with_log()
+            with PostgresStore(location) as target:
+                copied = copy_log(source, target)
+            shown = without_password(location)
+            if use:
+                _record_store(workspace, shown)
+        else:
+            if use:
+                raise WorkspaceError("--use switches to a PostgreSQL copy; a directory copy is "
+                                     "a workspace of its own (run commands there with -C)")
+            root = Path(to).expanduser().resolve()
+            root = root.parent if root.name == WORKSPACE_DIR else root
+            wdir = root / WORKSPACE_DIR
+            if wdir.exists() and any(wdir.iterdir()):
+                raise WorkspaceError(f"{wdir} already exists; copy into a new directory")
+            try:
+                copied = _copy_to_directory(workspace, source, root)
+            except OSError as exc:
+                raise StorageError.from_os(exc, "write", path=exc.filename or root,
+                                           outcome=_undo_init(wdir, False)) from None
+            shown = str(root)
+    return {"from": redact(workspace.store_location if workspace.store_location != FILE
+                           else str(workspace.dir)),
+            "to": shown, "records": copied.records,
+            "head": {"seq": copied.head_seq, "hash": copied.head_hash}, "used": use}
+
+
+def _copy_to_directory(workspace: Workspace, source: Store, root: Path) -> Any:
+    from loopx.kernel.store.copy import copy_log
+
+    wdir = root / WORKSPACE_DIR
+    root.mkdir(parents=True, exist_ok=True)
+    with FileStore(wdir) as target:
+        copied = copy_log(source, target)
+    lanes = wdir / "lanes"
+    lanes.mkdir(exist_ok=True)
+    for profile in sorted(workspace.lanes_dir.glob("*.toml")):
+        (lanes / profile.name).write_bytes(profile.read_bytes())
+    fsync_dir(lanes)
+    _write_atomic(wdir / ".gitignore",
+                  "# loopx workspace state is not versioned with the project\n*\n")
+    settings = json.loads((workspace.dir / "workspace.json").read_text())
+    _write_atomic(wdir / "workspace.json",
+                  json.dumps({**settings, "store": FILE}, indent=2) + "\n")
+    return copied
+
+
+def _record_store(workspace: Workspace, location: str) -> None:
+    """Point ``workspace.json`` at ``location`` (no password), keeping every other setting."""
+    config = workspace.dir / "workspace.json"
+    settings = json.loads(config.read_text())
+    _write_atomic(config, json.dumps({**settings, "store": without_password(location)},
+                                     indent=2) + "\n")
+    shutil.rmtree(workspace.dir / "checkpoints", ignore_errors=True)  # positions of the old log

@@ -53,9 +53,9 @@ _pg_checked: list[str] = []
 
 
 @pytest.fixture
-def pg_url() -> str:
-    """The ``LOOPX_TEST_PG`` server's URL with a fresh log name (skips, or fails under CI,
-    when there is none or it does not answer)."""
+def pg_url() -> Iterator[str]:
+    """The ``LOOPX_TEST_PG`` server's URL with a fresh log name, deleted afterwards (skips, or
+    fails under CI, when there is none or it does not answer)."""
     dsn = os.environ.get(PG_ENV)
     if not dsn:
         _pg_unavailable(f"{PG_ENV} is not set")
@@ -72,7 +72,12 @@ def pg_url() -> str:
             _pg_unavailable(f"the server in {PG_ENV} does not answer ({redact(str(exc))})")
         _pg_checked.append(dsn)
     sep = "&" if "?" in dsn else "?"
-    return f"{dsn}{sep}log=t{uuid.uuid4().hex[:16]}"
+    url = f"{dsn}{sep}log=t{uuid.uuid4().hex[:16]}"
+    yield url
+    from loopx.kernel.store.postgres import PostgresStore
+
+    with PostgresStore(url) as store:
+        store.drop()
 
 
 def _pg_backend(url: str, made: list[Store]) -> Backend:

@@ -220,3 +220,37 @@ def test_wait_wakes_on_notify_and_times_out(pg: Any, pg_url: str) -> None:
         writer.close()
     assert pg.head().seq == 1
     assert pg.wait(0, timeout=0) is True  # already past: no waiting
+
+
+def test_store_copy_to_postgresql_and_back_keeps_every_byte(pg_url: str, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "LOOPX_STORE"}
+    here, back = tmp_path / "here", tmp_path / "back"
+    here.mkdir()
+    assert _cli("init", "--goal-id", "moving", cwd=here, env=env).returncode == 0
+    segment = (here / ".loopx" / "log" / "000000000001.jsonl").read_bytes()
+    there = _cli("store", "copy", "--to", pg_url, "--use", "--json", cwd=here, env=env)
+    assert there.returncode == 0, there.stdout + there.stderr
+    moved = json.loads(there.stdout)
+    password = _password(pg_url)
+    assert password not in there.stdout and moved["to"] == without_password(pg_url)
+    assert moved["records"] == 6 and moved["used"] is True
+    anchor = f"{moved['head']['seq']}:{moved['head']['hash']}"
+    # The workspace now reads PostgreSQL (the password from LOOPX_STORE) and verifies there.
+    on_pg = {**env, "LOOPX_STORE": pg_url}
+    checked = _cli("verify", "--expect", anchor, "--json", cwd=here, env=on_pg)
+    assert checked.returncode == 0 and json.loads(checked.stdout)["anchor"]["ok"], checked.stdout
+    assert json.loads((here / ".loopx" / "workspace.json").read_text())["store"] == \
+        without_password(pg_url)
+    # A second copy into the same log is refused, nothing written.
+    again = _cli("store", "copy", "--to", pg_url, "--json", cwd=here, env=on_pg)
+    assert again.returncode == 4 and json.loads(again.stdout)["error"] == "conflict"
+    # And back to a file log: the same bytes as the original segment.
+    home = _cli("store", "copy", "--to", str(back), "--json", cwd=here, env=on_pg)
+    assert home.returncode == 0, home.stdout + home.stderr
+    assert json.loads(home.stdout)["head"] == moved["head"]
+    assert (back / ".loopx" / "log" / "000000000001.jsonl").read_bytes() == segment
+    final = _cli("verify", "--expect", anchor, cwd=back, env=env)
+    assert final.returncode == 0 and "anchor seq 6 matches" in final.stdout
+    from loopx.kernel.store.postgres import PostgresStore
+
+    PostgresStore(pg_url).drop()

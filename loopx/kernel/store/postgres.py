@@ -19,7 +19,7 @@ import json
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from loopx.kernel.canonical import GENESIS_HASH
@@ -83,10 +83,10 @@ FROM (SELECT seq, hash, ts FROM loopx_head WHERE log = %s FOR UPDATE) h
 WRITE = """
 WITH ins AS (
     INSERT INTO loopx_record (log, seq, batch_end, record_id, prev_hash, hash, ts, line)
-    SELECT %(log)s, t.seq, t.batch_end, t.record_id, t.prev_hash, t.hash, %(ts)s, t.line
+    SELECT %(log)s, t.seq, t.batch_end, t.record_id, t.prev_hash, t.hash, t.ts, t.line
     FROM unnest(%(seqs)s::bigint[], %(ends)s::bigint[], %(ids)s::text[], %(prevs)s::text[],
-                %(hashes)s::text[], %(lines)s::bytea[])
-         AS t(seq, batch_end, record_id, prev_hash, hash, line)
+                %(hashes)s::text[], %(tss)s::text[], %(lines)s::bytea[])
+         AS t(seq, batch_end, record_id, prev_hash, hash, ts, line)
 )
 UPDATE loopx_head SET seq = %(head_seq)s, hash = %(head_hash)s, ts = %(ts)s
 WHERE log = %(log)s
@@ -412,7 +412,8 @@ class PostgresStore(Store):
                     "ids": [r["record_id"] for r in sealed.records],
                     "prevs": [r["prev_hash"] for r in sealed.records],
                     "hashes": [r["hash"] for r in sealed.records],
-                    "lines": lines, "head_seq": sealed.head_seq, "head_hash": sealed.head_hash,
+                    "tss": [sealed.head_ts] * len(lines), "lines": lines,
+                    "head_seq": sealed.head_seq, "head_hash": sealed.head_hash,
                 })
             except pe.UniqueViolation:
                 conn.execute("ROLLBACK")
@@ -470,6 +471,55 @@ class PostgresStore(Store):
         taken = [r["record_id"] for r in stored]
         raise RecordRejected([FieldProblem("record_id", f"{taken[0] if taken else ids[0]} is "
                                            "already in the log; nothing was written")])
+
+    def load(self, batches: Iterable[list[bytes]]) -> None:
+        """Store already-sealed lines as they are (``loopx store copy``): whole batches, in
+        transactions of about 5,000 records, each continuing the chain from the head it locks.
+
+        Raises:
+            ConflictError: the log moved under the copy (someone else appended).
+            IntegrityError: a line does not continue the chain.
+        """
+        self.create()
+        chunk: list[Record] = []
+        lines: list[bytes] = []
+        for batch in batches:
+            for line in batch:
+                chunk.append(_parsed(line))
+                lines.append(line)
+            if len(chunk) >= 5000:
+                self._load_chunk(chunk, lines)
+                chunk, lines = [], []
+        if chunk:
+            self._load_chunk(chunk, lines)
+
+    def _load_chunk(self, records: list[Record], lines: list[bytes]) -> None:
+        def step(conn: psycopg.Connection[Any]) -> None:
+            with conn.transaction():
+                row = conn.execute(LOCK_HEAD, (self.log,)).fetchone()
+                if row is None or row[0] != records[0]["seq"] - 1:
+                    raise ConflictError("the target log moved while it was being copied into",
+                                        hint="copy into a log nobody else writes to")
+                prev = row[1]
+                for record in records:
+                    if record["prev_hash"] != prev:
+                        raise IntegrityError(f"seq {record['seq']} does not chain",
+                                             seq=record["seq"], hint="run `loopx verify`")
+                    prev = record["hash"]
+                last = records[-1]
+                conn.execute(WRITE, {
+                    "log": self.log, "ts": last["ts"], "channel": self.channel,
+                    "seqs": [r["seq"] for r in records],
+                    "ends": [r["batch_end"] for r in records],
+                    "ids": [r["record_id"] for r in records],
+                    "prevs": [r["prev_hash"] for r in records],
+                    "hashes": [r["hash"] for r in records],
+                    "tss": [r["ts"] for r in records],
+                    "lines": lines, "head_seq": last["seq"], "head_hash": last["hash"],
+                })
+
+        self._retrying("copy into", step, outcome="records copied so far stay; delete the log "
+                                                  "and copy again")
 
     # -- waiting --------------------------------------------------------------------------
 
