@@ -379,10 +379,16 @@ class PostgresStore(Store):
 
         committing = False
         sealed_records: list[Record] = []
-        conn.execute("BEGIN")
         try:
+            # BEGIN with the head lock, then the write with COMMIT: two round trips. The
+            # COMMIT does not wait for the disk, so the log is free for the next writer at
+            # once; the flush is awaited after it (below), and shared with other writers'.
             try:
-                row = conn.execute(LOCK_HEAD, (self.log,)).fetchone()
+                with conn.pipeline():
+                    conn.execute("BEGIN")
+                    conn.execute("SET LOCAL synchronous_commit = off")
+                    cur = conn.execute(LOCK_HEAD, (self.log,))
+                row = cur.fetchone()
             except pe.UndefinedTable:
                 row = None
             if row is None:
@@ -404,32 +410,40 @@ class PostgresStore(Store):
             sealed = seal([records], head, now)
             sealed_records = sealed.records
             lines = sealed.data.split(b"\n")[:-1]
-            try:
-                conn.execute(WRITE, {
-                    "log": self.log, "ts": sealed.head_ts, "channel": self.channel,
-                    "seqs": [r["seq"] for r in sealed.records],
-                    "ends": [r["batch_end"] for r in sealed.records],
-                    "ids": [r["record_id"] for r in sealed.records],
-                    "prevs": [r["prev_hash"] for r in sealed.records],
-                    "hashes": [r["hash"] for r in sealed.records],
-                    "tss": [sealed.head_ts] * len(lines), "lines": lines,
-                    "head_seq": sealed.head_seq, "head_hash": sealed.head_hash,
-                })
-            except pe.UniqueViolation:
-                conn.execute("ROLLBACK")
-                return self._duplicate(conn, sealed.records)
             action = fault("pg-commit")
             if action == "reset":  # tests: the connection drops before COMMIT reaches the server
                 conn.close()
                 raise psycopg.OperationalError("test fault: connection lost before COMMIT")
             committing = True
-            conn.execute("COMMIT")
+            try:
+                with conn.pipeline():
+                    conn.execute(WRITE, {
+                        "log": self.log, "ts": sealed.head_ts, "channel": self.channel,
+                        "seqs": [r["seq"] for r in sealed.records],
+                        "ends": [r["batch_end"] for r in sealed.records],
+                        "ids": [r["record_id"] for r in sealed.records],
+                        "prevs": [r["prev_hash"] for r in sealed.records],
+                        "hashes": [r["hash"] for r in sealed.records],
+                        "tss": [sealed.head_ts] * len(lines), "lines": lines,
+                        "head_seq": sealed.head_seq, "head_hash": sealed.head_hash,
+                    })
+                    conn.execute("COMMIT")
+            except pe.UniqueViolation:
+                self._rollback(conn)
+                return self._duplicate(conn, sealed.records)
             if action == "lostack":  # tests: committed, but the client never heard so
                 conn.close()
                 raise psycopg.OperationalError("test fault: connection lost during COMMIT")
+            # Durable before acknowledged: a transaction that takes an xid commits under the
+            # session's synchronous_commit (on or stronger), so it returns only once the WAL
+            # is flushed (and replicated, if configured) past its commit record, which follows
+            # ours. Concurrent writers' flushes are one device flush.
+            conn.execute("SELECT txid_current()")
             return sealed.records
         except psycopg.Error as exc:
-            if committing:
+            # The server's own refusal means nothing was committed; a lost connection while
+            # COMMIT was on its way leaves the outcome to be looked up.
+            if committing and (getattr(exc, "sqlstate", None) is None or _transient(exc)):
                 raise _Unknown(sealed_records, exc) from None
             self._rollback(conn)
             raise
@@ -523,28 +537,36 @@ class PostgresStore(Store):
 
     # -- waiting --------------------------------------------------------------------------
 
-    def wait(self, after_seq: int, timeout: float) -> bool:
-        """Block until the head passes ``after_seq`` or ``timeout`` seconds pass; True if it
-        did. Uses LISTEN/NOTIFY: an idle waiter sends no queries."""
+    def wait(self, after_seq: int, timeout: float, *,
+             stop: Callable[[], bool] | None = None) -> bool:
+        """See :meth:`Store.wait`: LISTEN on the log's channel, then read the head once and
+        again only when a notification arrives; an idle waiter sends no queries (``stop`` is
+        asked every 0.2 s, locally)."""
+
+        def listen(conn: psycopg.Connection[Any]) -> None:
+            if not self._listening:
+                conn.execute(f'LISTEN "{self.channel}"')
+                self._listening = True
+
         deadline = time.monotonic() + timeout
         while True:
+            self._retrying("listen on", listen)  # before reading the head: no missed NOTIFY
             if self.head().seq > after_seq:
                 return True
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-
-            def listen(conn: psycopg.Connection[Any]) -> None:
-                if not self._listening:
-                    conn.execute(f'LISTEN "{self.channel}"')
-                    self._listening = True
-
-            self._retrying("listen on", listen)
             conn = self._connection()
+            woken = False
+            # psycopg keeps notifications that arrive between calls (3.3); with older ones a
+            # notification landing just before notifies() could be missed, so the head is
+            # read again every 5 s whatever happens (one query per 5 s while idle).
+            recheck = time.monotonic() + 5.0
             try:
-                for _ in conn.notifies(timeout=left, stop_after=1):
-                    break
-            except Exception:  # noqa: BLE001  (a broken connection: re-checked above next turn)
+                while not woken and time.monotonic() < recheck:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or (stop is not None and stop()):
+                        return False
+                    for _ in conn.notifies(timeout=min(0.2, left), stop_after=1):
+                        woken = True
+            except Exception:  # noqa: BLE001  (a broken connection: listen again, re-read)
                 self._drop()
                 time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
 
