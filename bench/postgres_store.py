@@ -53,10 +53,10 @@ def worker(conn: Any, barrier: Any, dsn: str) -> None:
     """Import what every side needs, then run jobs until 'stop'."""
     try:
         import optuna
-        import psycopg
+        import psycopg  # noqa: F401  (imported before the barrier, not on the clock)
 
         import loopx.kernel.checks
-        import loopx.kernel.store.postgres  # noqa: F401
+        import loopx.kernel.store.postgres
         import loopx.work.claims  # noqa: F401
         optuna.logging.set_verbosity(optuna.logging.WARNING)
     except Exception:
