@@ -72,6 +72,10 @@ CREATE TABLE IF NOT EXISTS loopx_record (
     PRIMARY KEY (log, seq),
     UNIQUE (log, record_id)
 );
+CREATE TABLE IF NOT EXISTS loopx_sync (
+    pid integer PRIMARY KEY,
+    n bigint NOT NULL
+);
 """
 # The outer select list is evaluated after the row lock is granted, so the clock is read once
 # this writer holds the log, not before it queued.
@@ -91,6 +95,12 @@ WITH ins AS (
 UPDATE loopx_head SET seq = %(head_seq)s, hash = %(head_hash)s, ts = %(ts)s
 WHERE log = %(log)s
 RETURNING pg_notify(%(channel)s, %(head_seq)s::text)
+"""
+# One row per server process: a tiny write that makes its transaction's COMMIT wait for the
+# WAL flush, without contending with other writers.
+SYNC = """
+INSERT INTO loopx_sync (pid, n) VALUES (pg_backend_pid(), 1)
+ON CONFLICT (pid) DO UPDATE SET n = loopx_sync.n + 1
 """
 SERVER_NOW = """SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC',
                                'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')"""
@@ -434,11 +444,16 @@ class PostgresStore(Store):
             if action == "lostack":  # tests: committed, but the client never heard so
                 conn.close()
                 raise psycopg.OperationalError("test fault: connection lost during COMMIT")
-            # Durable before acknowledged: a transaction that takes an xid commits under the
-            # session's synchronous_commit (on or stronger), so it returns only once the WAL
-            # is flushed (and replicated, if configured) past its commit record, which follows
-            # ours. Concurrent writers' flushes are one device flush.
-            conn.execute("SELECT txid_current()")
+            # Durable before acknowledged: a transaction that writes (one row of this
+            # connection's own) commits under the session's synchronous_commit (on or
+            # stronger), so it returns only once the WAL is flushed (and replicated, if
+            # configured) past its commit record, which follows ours. Concurrent writers'
+            # flushes are one device flush. (A transaction that writes nothing is not flushed
+            # at commit, even with an xid: a crash test lost acknowledged batches that way.)
+            try:
+                conn.execute(SYNC)
+            except psycopg.Error as exc:  # committed, not yet known to be durable
+                raise _Unknown(sealed_records, exc) from None
             return sealed.records
         except psycopg.Error as exc:
             # The server's own refusal means nothing was committed; a lost connection while
@@ -466,7 +481,9 @@ class PostgresStore(Store):
                             (self.log, records[0]["record_id"])).fetchall()
         if not rows:
             return None
-        return self._duplicate(conn, records)
+        stored = self._duplicate(conn, records)
+        conn.execute(SYNC)  # committed; acknowledged only once surely on disk
+        return stored
 
     def _duplicate(self, conn: psycopg.Connection[Any], records: list[Record]) -> list[Record]:
         """A batch whose record ids are already stored: the stored batch, when it is this very
