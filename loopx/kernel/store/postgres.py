@@ -228,7 +228,7 @@ class PostgresStore(Store):
         self._retrying("create the log in", step, outcome="nothing was written")
 
     def drop(self) -> None:
-        """Delete this log's records and head (tests and ``store copy`` use it on a new log)."""
+        """Delete this log's records and head (the tests and benchmarks clean up with it)."""
 
         def step(conn: psycopg.Connection[Any]) -> None:
             import psycopg.errors as pe
