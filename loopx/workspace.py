@@ -23,8 +23,17 @@ from loopx.kernel.errors import (
     WorkspaceError,
 )
 from loopx.kernel.ledger import Ledger
+from loopx.kernel.store.base import Store
 from loopx.kernel.store.file import FileStore
 from loopx.kernel.store.fs import fsync_dir
+from loopx.kernel.store.location import (
+    ENV_STORE,
+    FILE,
+    is_postgres,
+    parse_postgres,
+    redact,
+    without_password,
+)
 
 if TYPE_CHECKING:
     from loopx.kernel.identity import Credentials, Identity
@@ -52,15 +61,27 @@ class Workspace:
 
     root: Path
     format_version: int = FORMAT_VERSION
+    store_location: str = FILE  # ``file`` or a postgresql:// URL without its password
 
     @property
     def dir(self) -> Path:
         """The ``.loopx/`` directory."""
         return self.root / WORKSPACE_DIR
 
-    def store(self, **options: object) -> FileStore:
-        """The workspace's file store (options as for :class:`FileStore`)."""
-        return FileStore(self.dir, **options)  # type: ignore[arg-type]
+    def store(self, **options: object) -> Store:
+        """The workspace's store: the file store (options as for :class:`FileStore`), or the
+        PostgreSQL store recorded in ``workspace.json`` (only ``clock`` and ``lock_timeout``
+        apply there), connecting with ``LOOPX_STORE`` when that is set.
+
+        Raises:
+            WorkspaceError: ``LOOPX_STORE`` names another log than the workspace's.
+        """
+        if self.store_location == FILE:
+            return FileStore(self.dir, **options)  # type: ignore[arg-type]
+        from loopx.kernel.store.postgres import PostgresStore
+
+        kept = {k: v for k, v in options.items() if k in ("clock", "lock_timeout")}
+        return PostgresStore(store_url(self.store_location), **kept)  # type: ignore[arg-type]
 
     @property
     def lanes_dir(self) -> Path:
@@ -129,7 +150,28 @@ def _read_small(path: str) -> bytes:
     return b"".join(chunks)
 
 
-def _read_format(config: Path, *, check: bool = True) -> int:
+def store_url(recorded: str) -> str:
+    """The URL to connect to a workspace's PostgreSQL store: ``LOOPX_STORE`` when set (it may
+    carry the password, or a host name that resolves on this machine), else ``recorded``.
+
+    Raises:
+        WorkspaceError: ``LOOPX_STORE`` is not a postgresql:// URL or names another log.
+    """
+    given = os.environ.get(ENV_STORE)
+    if not given:
+        return recorded
+    if not is_postgres(given):
+        raise WorkspaceError(f"{ENV_STORE} is {redact(given)!r}, but this workspace's store is "
+                             "on PostgreSQL", hint=f"unset {ENV_STORE}, or give a postgresql:// URL")
+    want = parse_postgres(recorded).log
+    if parse_postgres(given, default_log=want).log != want:
+        raise WorkspaceError(f"{ENV_STORE} names the log {parse_postgres(given).log!r}, but this "
+                             f"workspace's log is {want!r}",
+                             hint=f"fix or unset {ENV_STORE}")
+    return parse_postgres(given, default_log=want).conninfo_with_log()
+
+
+def _read_format(config: Path, *, check: bool = True) -> tuple[int, str]:
     try:
         data = json.loads(config.read_text())
         version = data["format_version"]
@@ -138,16 +180,18 @@ def _read_format(config: Path, *, check: bool = True) -> int:
         raise WorkspaceError(f"{config} is unreadable or malformed") from None
     if not isinstance(version, int):
         raise WorkspaceError(f"{config}: format_version must be an integer")
-    if store != "file":
-        raise WorkspaceError(f"{config}: store {store!r} is not one this loopx has "
-                             "(it has 'file')")
+    if not isinstance(store, str) or (store != FILE and not is_postgres(store)):
+        raise WorkspaceError(f"{config}: store {redact(str(store))!r} is not one this loopx has "
+                             "(it has 'file' and postgresql:// URLs)")
+    if is_postgres(store):
+        parse_postgres(store)  # a malformed log name is refused here, naming the file
     if check and version not in SUPPORTED_FORMATS:
         raise WorkspaceError(
             f"workspace format {version!r} is not one this loopx reads "
             f"(it reads {', '.join(map(str, SUPPORTED_FORMATS))})",
             hint="run `loopx migrate`: it converts an older workspace, or says to upgrade loopx"
                  " for a newer one")
-    return int(version)
+    return int(version), store
 
 
 def find_workspace(explicit: str | os.PathLike[str] | None = None,
@@ -164,12 +208,12 @@ def find_workspace(explicit: str | os.PathLike[str] | None = None,
         config = root / WORKSPACE_DIR / "workspace.json"
         if not config.is_file():
             raise WorkspaceError(f"no loopx workspace at {root}", hint="run `loopx init` there")
-        return Workspace(root, _read_format(config, check=check_format))
+        return Workspace(root, *_read_format(config, check=check_format))
     here = (start or Path.cwd()).resolve()
     for candidate in (here, *here.parents):
         config = candidate / WORKSPACE_DIR / "workspace.json"
         if config.is_file():
-            return Workspace(candidate, _read_format(config, check=check_format))
+            return Workspace(candidate, *_read_format(config, check=check_format))
     raise WorkspaceError(
         f"no loopx workspace at {here} or any parent",
         hint="run `loopx init`, or pass --workspace / set LOOPX_WORKSPACE")
@@ -192,11 +236,14 @@ def migrate_workspace(explicit: str | os.PathLike[str] | None = None) -> tuple[W
 
 
 def init_workspace(root: Path, goal_id: str, *,
-                   contract_scopes: list[str] | None = None) -> tuple[Workspace, str]:
+                   contract_scopes: list[str] | None = None,
+                   store: str | None = None) -> tuple[Workspace, str]:
     """Create a workspace with its genesis record; returns it and the owner token (show once).
 
     ``contract_scopes`` (default: the whole repository, ``["."]``) are the repository paths
-    every contract version must stay inside; they go to ``workspace.json``.
+    every contract version must stay inside; they go to ``workspace.json``. ``store`` is
+    ``file`` (the default) or a postgresql:// URL (its log named by ``?log=``, else the goal
+    id); ``workspace.json`` records it without the password.
 
     Also adds the loopx section to ``<root>/AGENTS.md`` (:func:`write_agents_section`); if that
     file cannot be written, init says so on stderr and still succeeds.
@@ -210,6 +257,12 @@ def init_workspace(root: Path, goal_id: str, *,
     """
     _check_goal_id(goal_id)
     scopes = _check_contract_scopes(contract_scopes)
+    location = FILE
+    if store is not None and store != FILE:
+        if not is_postgres(store):
+            raise RecordRejected([FieldProblem("store", f"{redact(store)!r} is neither 'file' "
+                                               "nor a postgresql:// URL")])
+        location = parse_postgres(store, default_log=goal_id).conninfo_with_log()
     root = root.resolve()
     if root.name == WORKSPACE_DIR:
         root = root.parent
@@ -225,12 +278,17 @@ def init_workspace(root: Path, goal_id: str, *,
     except OSError as exc:
         raise StorageError.from_os(exc, "look at", path=wdir, outcome=NOTHING_CREATED) from None
     try:
-        workspace, token = _create(root, goal_id, scopes)
+        workspace, token = _create(root, goal_id, scopes, location)
     except OSError as exc:
         raise StorageError.from_os(exc, "write", path=exc.filename or root,
                                    outcome=_undo_init(wdir, existed)) from None
     except StorageError as exc:  # the store's own, from writing the first records
         raise exc.with_outcome(_undo_init(wdir, existed)) from None
+    except WorkspaceError as exc:  # a shared store's log that already has records
+        _undo_init(wdir, existed)
+        raise WorkspaceError(f"{exc.message} ({redact(without_password(location))})",
+                             hint="name a new log in the URL (?log=NAME), or open the existing "
+                                  "workspace") from None
     try:
         write_agents_section(root)
     except OSError as exc:  # a convenience for agents; the workspace itself is complete
@@ -241,13 +299,22 @@ def init_workspace(root: Path, goal_id: str, *,
 NOTHING_CREATED = "no workspace was created"
 
 
-def _create(root: Path, goal_id: str, scopes: list[str]) -> tuple[Workspace, str]:
+def _create(root: Path, goal_id: str, scopes: list[str],
+            location: str = FILE) -> tuple[Workspace, str]:
     """The part of init that writes: the log, its genesis, profiles, and the marker files."""
     wdir = root / WORKSPACE_DIR
     root.mkdir(parents=True, exist_ok=True)
-    workspace = Workspace(root)
-    store = workspace.store()
-    store.create()
+    recorded = without_password(location)
+    workspace = Workspace(root, store_location=recorded)
+    store: Store
+    if location == FILE:
+        store = workspace.store()
+    else:
+        from loopx.kernel.store.postgres import PostgresStore
+
+        wdir.mkdir(exist_ok=True)
+        store = PostgresStore(location)
+    store.create()  # type: ignore[attr-defined]
     with store:
         token = bootstrap_log(Ledger(store), goal_id)
     _copy_lanes(wdir / "lanes")
@@ -255,7 +322,7 @@ def _create(root: Path, goal_id: str, scopes: list[str]) -> tuple[Workspace, str
                   "# loopx workspace state is not versioned with the project\n*\n")
     # Written last: a .loopx/ without it is an init that stopped early.
     _write_atomic(wdir / "workspace.json",
-                  json.dumps({"format_version": FORMAT_VERSION, "store": "file",
+                  json.dumps({"format_version": FORMAT_VERSION, "store": recorded,
                               "contract_scopes": scopes}, indent=2) + "\n")
     return workspace, token
 
@@ -428,3 +495,78 @@ def _write_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
         os.chmod(tmp, mode)
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+def copy_store(workspace: Workspace, to: str, *, use: bool = False) -> dict[str, Any]:
+    """Copy the workspace's log, byte for byte, to ``to``: a postgresql:// URL (its log named
+    by ``?log=``, else the goal id) or a directory that becomes a new workspace on a file log
+    (with this one's settings and role profiles). With ``use``, this workspace then records the
+    PostgreSQL copy as its store. Returns what ``loopx store copy --json`` prints.
+
+    Raises:
+        ConflictError: the target already holds records.
+        WorkspaceError: ``to`` is neither, ``use`` with a directory, or the directory is taken.
+        IntegrityError: the log does not verify, or the copy does not reach its head.
+        StorageError: either side refused.
+    """
+    from loopx.kernel.store.copy import copy_log
+
+    with workspace.store() as source:
+        goal = Ledger(source).goal_id()
+        if is_postgres(to):
+            from loopx.kernel.store.postgres import PostgresStore
+
+            location = parse_postgres(to, default_log=goal).conninfo_with_log()
+            with PostgresStore(location) as target:
+                copied = copy_log(source, target)
+            shown = without_password(location)
+            if use:
+                _record_store(workspace, shown)
+        else:
+            if use:
+                raise WorkspaceError("--use switches to a PostgreSQL copy; a directory copy is "
+                                     "a workspace of its own (run commands there with -C)")
+            root = Path(to).expanduser().resolve()
+            root = root.parent if root.name == WORKSPACE_DIR else root
+            wdir = root / WORKSPACE_DIR
+            if wdir.exists() and any(wdir.iterdir()):
+                raise WorkspaceError(f"{wdir} already exists; copy into a new directory")
+            try:
+                copied = _copy_to_directory(workspace, source, root)
+            except OSError as exc:
+                raise StorageError.from_os(exc, "write", path=exc.filename or root,
+                                           outcome=_undo_init(wdir, False)) from None
+            shown = str(root)
+    return {"from": redact(workspace.store_location if workspace.store_location != FILE
+                           else str(workspace.dir)),
+            "to": shown, "records": copied.records,
+            "head": {"seq": copied.head_seq, "hash": copied.head_hash}, "used": use}
+
+
+def _copy_to_directory(workspace: Workspace, source: Store, root: Path) -> Any:
+    from loopx.kernel.store.copy import copy_log
+
+    wdir = root / WORKSPACE_DIR
+    root.mkdir(parents=True, exist_ok=True)
+    with FileStore(wdir) as target:
+        copied = copy_log(source, target)
+    lanes = wdir / "lanes"
+    lanes.mkdir(exist_ok=True)
+    for profile in sorted(workspace.lanes_dir.glob("*.toml")):
+        (lanes / profile.name).write_bytes(profile.read_bytes())
+    fsync_dir(lanes)
+    _write_atomic(wdir / ".gitignore",
+                  "# loopx workspace state is not versioned with the project\n*\n")
+    settings = json.loads((workspace.dir / "workspace.json").read_text())
+    _write_atomic(wdir / "workspace.json",
+                  json.dumps({**settings, "store": FILE}, indent=2) + "\n")
+    return copied
+
+
+def _record_store(workspace: Workspace, location: str) -> None:
+    """Point ``workspace.json`` at ``location`` (no password), keeping every other setting."""
+    config = workspace.dir / "workspace.json"
+    settings = json.loads(config.read_text())
+    _write_atomic(config, json.dumps({**settings, "store": without_password(location)},
+                                     indent=2) + "\n")
+    shutil.rmtree(workspace.dir / "checkpoints", ignore_errors=True)  # positions of the old log

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -11,7 +12,7 @@ import pytest
 from loopx.kernel.canonical import format_ts
 from loopx.kernel.checks import Credentials
 from loopx.kernel.ledger import Ledger
-from loopx.kernel.store import MemoryStore
+from loopx.kernel.store import MemoryStore, Store
 from loopx.testing.research import ResearchLoop
 from loopx.work.agents import register_agent
 from loopx.work.todos import add_todos
@@ -99,10 +100,11 @@ def record_rules(c: Campaign, role: str, rules: list[dict[str, Any]]) -> None:
                                                          "successor_todos": rules}})
 
 
-def campaign() -> Campaign:
-    """A fresh memory-backed campaign with the packaged role profiles."""
+def campaign(store: Callable[[Clock], Store] | None = None) -> Campaign:
+    """A fresh campaign with the packaged role profiles, on a memory store unless ``store``
+    makes another one on the given clock."""
     clock = Clock()
-    ledger = Ledger(MemoryStore(clock=clock))
+    ledger = Ledger(store(clock) if store is not None else MemoryStore(clock=clock))
     token = bootstrap_log(ledger, "lanes-test")
     return Campaign(ledger, Credentials("owner", token), clock)
 

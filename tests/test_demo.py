@@ -222,3 +222,21 @@ def test_a_killed_executor_does_not_stop_the_campaign(tmp_path: Path) -> None:
         held = [r for r in log if r["todo_id"] == killed["todo_id"]]
         assert held[-1]["schema_version"] == "auto_research_lane_claim_v1"
         assert held[-1]["seq"] < stop
+
+
+@pytest.mark.slow
+def test_the_whole_campaign_runs_on_postgresql(pg_url: str, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same campaign with its log on PostgreSQL (needs LOOPX_TEST_PG; see conftest)."""
+    from loopx.kernel.store.location import without_password
+
+    directory = tmp_path / "run"
+    out = demo(directory, "--store", pg_url)
+    assert out["state"] == "stopped" and out["verified"] is True
+    assert out["promoted"] and out["retired"]
+    password = pg_url.split("://", 1)[1].rpartition("@")[0].partition(":")[2]
+    assert password not in json.dumps(out)
+    recorded = json.loads((directory / ".loopx" / "workspace.json").read_text())["store"]
+    assert recorded == without_password(pg_url) and not (directory / ".loopx" / "log").exists()
+    monkeypatch.setenv("LOOPX_STORE", pg_url)
+    assert len(records(directory)) == out["records"]

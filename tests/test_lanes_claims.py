@@ -2,18 +2,43 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
-from lanes_support import RESULT_RULES, Campaign, campaign, record_rules
+from lanes_support import RESULT_RULES, Campaign, Clock, campaign, record_rules
 
 from loopx.kernel.errors import NotFound, Refused, StaleLease, Unauthorized
+from loopx.kernel.store import FileStore, Store
 from loopx.kernel.verify import verify_store
 from loopx.work.claims import claim, complete, fail, heartbeat, release, should_run
 from loopx.work.todos import todo_row
 
 
-@pytest.fixture
-def c() -> Campaign:
-    return campaign()
+@pytest.fixture(params=["memory", "file", "postgres"])
+def c(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Campaign]:
+    """A campaign on each store backend (PostgreSQL needs LOOPX_TEST_PG; see conftest)."""
+    if request.param == "memory":
+        yield campaign()
+    elif request.param == "file":
+        def on_file(clock: Clock) -> Store:
+            store = FileStore(tmp_path / ".loopx", clock=clock, durable=False)
+            store.create()
+            return store
+
+        yield campaign(on_file)
+    else:
+        from loopx.kernel.store.postgres import PostgresStore
+
+        made: list[PostgresStore] = []
+
+        def on_postgres(clock: Clock) -> Store:
+            made.append(PostgresStore(request.getfixturevalue("pg_url"), clock=clock))
+            return made[-1]
+
+        yield campaign(on_postgres)
+        made[0].drop()
+        made[0].close()
 
 
 def claim_next(c: Campaign, creds, agent_id: str | None = None) -> dict:  # type: ignore[no-untyped-def]

@@ -11,6 +11,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from loopx.kernel.checks import Credentials
 from loopx.kernel.verify import verify_store
 from loopx.work.agents import register_agent
@@ -38,8 +40,20 @@ def go(proc: subprocess.Popen[str]) -> None:
     proc.stdin.flush()
 
 
-def test_eight_processes_claim_2000_todos_each_exactly_once(tmp_path: Path) -> None:
-    workspace, owner_token = init_workspace(tmp_path, "race")
+@pytest.fixture(params=["file", "postgres"])
+def store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Where the workspace's log lives; on PostgreSQL every process (this one and the agents
+    it starts) connects with the password-bearing URL in LOOPX_STORE."""
+    if request.param == "file":
+        return "file"
+    url: str = request.getfixturevalue("pg_url")
+    monkeypatch.setenv("LOOPX_STORE", url)
+    return url
+
+
+@pytest.mark.slow
+def test_eight_processes_claim_2000_todos_each_exactly_once(tmp_path: Path, store: str) -> None:
+    workspace, owner_token = init_workspace(tmp_path, "race", store=store)
     owner = Credentials("owner", owner_token)
     ledger = workspace.ledger()
     tokens = {f"ex-{i}": register_agent(ledger, owner, f"ex-{i}", "research_executor")[1]
@@ -82,8 +96,9 @@ def loopx(root: Path, *args: str, token: str) -> subprocess.CompletedProcess[str
                           timeout=60)
 
 
-def test_sigkilled_claimant_expires_and_its_late_completion_is_refused(tmp_path: Path) -> None:
-    workspace, owner_token = init_workspace(tmp_path, "sigkill")
+def test_sigkilled_claimant_expires_and_its_late_completion_is_refused(tmp_path: Path,
+                                                                       store: str) -> None:
+    workspace, owner_token = init_workspace(tmp_path, "sigkill", store=store)
     owner = Credentials("owner", owner_token)
     ledger = workspace.ledger()
     _, victim_token = register_agent(ledger, owner, "victim", "research_executor")

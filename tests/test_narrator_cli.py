@@ -154,7 +154,7 @@ def test_board_serve_refreshes_as_the_log_grows(ws: dict[str, Any]) -> None:
         assert url.startswith("http://127.0.0.1:")
         with urllib.request.urlopen(url, timeout=30) as page:
             html = page.read().decode()
-        assert 'data-column="promotion"' in html and "fetch('/head'" in html
+        assert 'data-column="promotion"' in html and "fetch('/head?after='" in html
         with urllib.request.urlopen(url + "head", timeout=30) as answer:
             seen = json.loads(answer.read())["head_seq"]
         assert seen == head(root)
@@ -165,6 +165,9 @@ def test_board_serve_refreshes_as_the_log_grows(ws: dict[str, Any]) -> None:
         ledger.store.close()
         with urllib.request.urlopen(url + "head", timeout=30) as answer:
             assert json.loads(answer.read())["head_seq"] == head(root) > seen
+        # The page's long poll: answered as soon as the head is past what it saw.
+        with urllib.request.urlopen(url + f"head?after={seen}", timeout=30) as answer:
+            assert json.loads(answer.read())["head_seq"] == head(root)
         with urllib.request.urlopen(url, timeout=30) as page:
             assert "A newer idea" in page.read().decode()
     finally:

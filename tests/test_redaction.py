@@ -77,6 +77,11 @@ SECRETS = {
     **DISGUISED,
     "private_key": "-----BEGIN RSA PRIVATE KEY-----",
     "url_password": "https://bob:hunter2@example.com/data",
+    # Database DSNs with passwords (issue 19): a store URL must never reach a publication.
+    "dsn_password": "postgresql://loopx:hunter2@db.internal:5432/loopx?log=mnist",
+    "dsn_no_user": "postgres://:hunter2@db.internal/loopx",
+    "dsn_query_password": "postgresql://loopx@db.internal/loopx?password=hunter22",
+    "dsn_keywords": "host=db.internal dbname=loopx user=loopx password=hunter22",
     "assignment": "password=correct-horse-battery",
 }
 DISGUISED_PATHS = {

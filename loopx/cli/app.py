@@ -44,6 +44,7 @@ COMMAND_MODULES: dict[str, str] = {
     "lane": "lane",
     "demo": "demo",
     "mcp": "mcp",
+    "store": "store",
 }
 # Command group -> modules under loopx.cli that add subcommands to it (imported with it).
 SUBCOMMAND_MODULES: dict[str, tuple[str, ...]] = {"todo": ("todo_changes",)}

@@ -2,7 +2,10 @@
 every request, and reloaded by the page itself when the log's head moves.
 
 Serving appends nothing: it is a local view, not a publication. Only the served page carries a
-script (it asks ``/head`` of the same server every two seconds); a published board has none.
+script; a published board has none. The script asks ``/head?after=SEQ`` of the same server,
+which answers once the log's head passes SEQ (or after 25 s): the server waits on the store
+(NOTIFY on PostgreSQL, a cheap head check every 50 ms on files), so an idle board sends
+nothing to a PostgreSQL server.
 """
 
 from __future__ import annotations
@@ -20,14 +23,15 @@ from loopx.kernel.errors import LoopxError
 if TYPE_CHECKING:
     from loopx.workspace import Workspace
 
-POLL_MS = 2000
+POLL_MS = 2000  # the pause before asking again after an answer (or a failed request)
+LONG_POLL_SECONDS = 25.0  # how long one /head?after= request may wait for a new record
 
 
 def _reloader(head_seq: int) -> str:
-    return ("<script>(function(){var seen=%d;function poll(){fetch('/head',{cache:'no-store'})"
-            ".then(function(r){return r.json()}).then(function(h){if(h.head_seq!==seen)"
-            "{location.reload()}}).catch(function(){}).finally(function(){setTimeout(poll,%d)})}"
-            "setTimeout(poll,%d)})();</script>" % (head_seq, POLL_MS, POLL_MS))
+    return ("<script>(function(){var seen=%d;function poll(){fetch('/head?after='+seen,"
+            "{cache:'no-store'}).then(function(r){return r.json()}).then(function(h){"
+            "if(h.head_seq!==seen){location.reload()}}).catch(function(){}).finally(function(){"
+            "setTimeout(poll,%d)})}setTimeout(poll,%d)})();</script>" % (head_seq, 50, POLL_MS))
 
 
 def make_server(workspace: Workspace, host: str = "127.0.0.1", port: int = 0
@@ -40,7 +44,12 @@ def make_server(workspace: Workspace, host: str = "127.0.0.1", port: int = 0
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (the http.server API)
-            path = self.path.split("?", 1)[0]
+            path, _, query = self.path.partition("?")
+            after = _after(query)
+            if path == "/head" and after is not None:
+                # Wait outside the lock, on a store of this request's own.
+                with workspace.store() as store:
+                    store.wait(after, LONG_POLL_SECONDS)
             with lock:
                 if path == "/head":
                     self._send(200, "application/json",
@@ -76,6 +85,15 @@ def make_server(workspace: Workspace, host: str = "127.0.0.1", port: int = 0
     server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True
     return server
+
+
+def _after(query: str) -> int | None:
+    """The ``after=SEQ`` of a ``/head`` request, if it carries a valid one."""
+    for part in query.split("&"):
+        key, _, value = part.partition("=")
+        if key == "after" and value.lstrip("-").isdigit():
+            return int(value)
+    return None
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -22,9 +22,12 @@ from loopx.cli.app import cli, emit, json_option
 @click.option("--kill-executor", is_flag=True,
               help="SIGKILL one executor while it holds a claim, to watch its todo reclaimed "
                    "by another once the lease runs out.")
+@click.option("--store", metavar="URL",
+              help="Run on PostgreSQL: postgresql://user@host/db (a log of the run's own "
+                   "unless ?log= names one; password from the URL, PGPASSWORD or ~/.pgpass).")
 @json_option
 def demo(directory: Path | None, agents: int, seed: int, iterations: int, kill_executor: bool,
-         as_json: bool) -> None:
+         store: str | None, as_json: bool) -> None:
     """Run a real research campaign on scikit-learn's bundled digits: a curator, a proposer,
     executors, an evaluator/promoter and a narrator, each a separate process, until the
     contract's stop policy ends it."""
@@ -35,7 +38,8 @@ def demo(directory: Path | None, agents: int, seed: int, iterations: int, kill_e
             click.echo(line)
 
     report = run_demo(DemoOptions(directory, executors=agents, seed=seed,
-                                  iterations=iterations, kill_executor=kill_executor), show)
+                                  iterations=iterations, kill_executor=kill_executor,
+                                  store=store), show)
     out = report.to_json()
     text = [f"\ncampaign {out['state']}" + (f" ({', '.join(out['stop_reasons'])})"
                                             if out["stop_reasons"] else "")

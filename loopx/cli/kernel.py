@@ -31,9 +31,13 @@ from loopx.kernel.errors import UsageProblem
 @click.option("--contract-scope", "contract_scopes", multiple=True, metavar="PATH",
               help="A repository path every contract version must stay inside (repeatable; "
                    "default: the whole repository).")
+@click.option("--store", "store", envvar="LOOPX_STORE", metavar="URL",
+              help="Where the log lives: 'file' (default: .loopx/log/) or "
+                   "postgresql://user@host/db?log=NAME (password from PGPASSWORD or ~/.pgpass; "
+                   "never recorded). Default: $LOOPX_STORE.")
 @with_json
 def init(ctx: click.Context, goal_id: str | None, owner_token_file: Path | None,
-         contract_scopes: tuple[str, ...], as_json: bool) -> None:
+         contract_scopes: tuple[str, ...], store: str | None, as_json: bool) -> None:
     """Create a workspace here (or at --workspace) and its owner token, shown once."""
     from loopx.workspace import WORKSPACE_DIR, init_workspace
 
@@ -43,12 +47,14 @@ def init(ctx: click.Context, goal_id: str | None, owner_token_file: Path | None,
     goal = goal_id or _slug(root.name)
     with token_output(owner_token_file) as keep:
         workspace, token = init_workspace(root, goal,
-                                          contract_scopes=list(contract_scopes) or None)
+                                          contract_scopes=list(contract_scopes) or None,
+                                          store=store)
         keep(token)
     shown = None if owner_token_file else token
     emit(as_json, {"workspace": str(workspace.root), "goal_id": goal, "owner_token": shown,
                    "owner_token_file": str(owner_token_file) if owner_token_file else None,
-                   "contract_scopes": workspace.settings()["contract_scopes"]},
+                   "contract_scopes": workspace.settings()["contract_scopes"],
+                   "store": workspace.store_location},
          f"initialised loopx workspace {workspace.dir} (goal {goal})\n"
          + (f"owner token written to {owner_token_file}" if owner_token_file else
             f"owner token (shown once, keep it secret): {token}"))

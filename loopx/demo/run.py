@@ -46,6 +46,7 @@ class DemoOptions:
     iterations: int = 4
     deadline_seconds: float = 300.0
     kill_executor: bool = False  # SIGKILL one executor lane while it holds a claim
+    store: str | None = None  # a postgresql:// URL to run on PostgreSQL (default: file log)
 
 
 @dataclass
@@ -100,6 +101,23 @@ def has_git() -> bool:
     return shutil.which("git") is not None
 
 
+def _demo_store(store: str | None) -> str | None:
+    """The store to run on: a PostgreSQL URL gets a log of this run's own (unless it names
+    one) and goes to ``LOOPX_STORE``, so that every lane process connects with its password."""
+    if store is None or store == "file":
+        return None
+    import uuid
+
+    from loopx.kernel.store.location import is_postgres, parse_postgres
+
+    if not is_postgres(store):
+        raise UsageProblem("--store must be 'file' or a postgresql:// URL")
+    location = parse_postgres(store, default_log=f"{GOAL}-{uuid.uuid4().hex[:12]}")
+    url = location.conninfo_with_log()
+    os.environ["LOOPX_STORE"] = url
+    return url
+
+
 def setup(options: DemoOptions) -> tuple[Path, dict[str, tuple[str, Path]]]:
     """The workspace, its git repository and the agents: {agent id: (role, token file)}."""
     from loopx.demo.problem import project_files
@@ -113,7 +131,7 @@ def setup(options: DemoOptions) -> tuple[Path, dict[str, tuple[str, Path]]]:
     root.mkdir(parents=True, exist_ok=True)
     if any(root.iterdir()):
         raise UsageProblem(f"{root} is not empty; give --dir a new or empty directory")
-    workspace, owner_token = init_workspace(root, GOAL)
+    workspace, owner_token = init_workspace(root, GOAL, store=_demo_store(options.store))
     for name, text in project_files().items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)

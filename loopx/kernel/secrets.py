@@ -44,7 +44,8 @@ PATTERNS = named_patterns(
     ("a JSON web token",
      r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
     # A scheme is short; an unbounded one made this search quadratic on long hyphenated runs.
-    ("a password in a URL", r"\b[A-Za-z][A-Za-z0-9+.\-]{0,31}://[^/\s:@]+:[^/\s@]+@"),
+    # ...including a database DSN's (postgresql://user:pass@host/db, even with no user).
+    ("a password in a URL", r"\b[A-Za-z][A-Za-z0-9+.\-]{0,31}://[^/\s:@]*:[^/\s@]+@"),
     ("a credential assignment",
      r"(?i)\b(?:password|passwd|secret|api[_\-]?key|access[_\-]?key|auth[_\-]?token|"
      r"access[_\-]?token|client[_\-]?secret)\s*[=:]\s*['\"]?[^\s'\"$]{6,}"),

@@ -166,10 +166,11 @@ class LaneRunner:
             self._sleep(self.options.poll_seconds)
 
     def _sleep(self, seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            self._check_stop()
-            time.sleep(min(TICK, max(end - time.monotonic(), 0)))
+        """Wait up to ``seconds`` for a new record (NOTIFY on PostgreSQL, which costs the
+        server nothing while idle; a cheap head check on files), or for a stop signal."""
+        store = self.ledger.store
+        store.wait(store.head().seq, seconds, stop=lambda: self.stopping)
+        self._check_stop()
 
     # -- one attempt --------------------------------------------------------------------------
 

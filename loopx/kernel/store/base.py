@@ -259,6 +259,22 @@ class Store(ABC):
                 return record
         raise NotFound(f"no record with id {record_id!r}")
 
+    def wait(self, after_seq: int, timeout: float, *,
+             stop: Callable[[], bool] | None = None) -> bool:
+        """Block until the head is past ``after_seq`` (True), ``timeout`` seconds pass or
+        ``stop()`` says so (False). This default polls the head every 50 ms; the PostgreSQL
+        store waits on NOTIFY instead, sending nothing while idle."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.head().seq > after_seq:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0 or (stop is not None and stop()):
+                return False
+            time.sleep(min(0.05, left))
+
     def close(self) -> None:
         """Release file handles; the store may not be used afterwards."""
 

@@ -1,0 +1,321 @@
+"""The PostgreSQL store on one server: claim cycles against Optuna's RDB storage, and appends
+against a plain INSERT+COMMIT loop.
+
+What it measures
+    Needs a server: --dsn, else LOOPX_TEST_PG (``postgresql://user:password@host/db``; .ci/run
+    makes one). Every side runs on that server in the same run, in a rotating order each
+    repetition, with P spawned worker processes (--procs, default 1,4,8) that import everything
+    and connect before a barrier, so neither imports nor connecting are timed.
+
+    claim   loopx: each worker is a registered agent on a workspace whose log is on PostgreSQL
+            and repeats ``should_run(..., claim=True)`` then ``complete`` (two appends, each one
+            transaction committed before it returns); the log must show every todo completed
+            once. optuna: ``RDBStorage("postgresql+psycopg://...")`` (SQLAlchemy 2, psycopg 3),
+            a cycle is study.ask(); trial.suggest_float; study.tell(), RandomSampler.
+            Goal: loopx/optuna >= 2.
+    append  loopx: ``PostgresStore.append([record])``, one ~300-byte record per append through
+            the full path (encode, lock the head, seal, insert, commit). raw: the same lines
+            as ``INSERT INTO bench_raw (...) VALUES (...)`` on an autocommit connection, each
+            its own transaction (one round trip, one commit): the plain INSERT+COMMIT loop.
+            Goal: loopx/raw >= 0.5.
+
+Verdict
+    ops/s = all processes' operations / wall (first worker leaving the barrier to the last one
+    finishing), medians over repetitions; ratios are medians of per-repetition paired ratios.
+
+Run
+    python bench/postgres_store.py                                # defaults (a few minutes)
+    python bench/postgres_store.py --reps 1 --cycles 30 --procs 4 # quick check
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+import traceback
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from temp_root import add_temp_root_options, temp_root
+from worker_pool import Pool, serve
+
+ROLE = "research_executor"
+MAX_BATCH = 500
+
+
+def worker(conn: Any, barrier: Any, dsn: str) -> None:
+    """Import what every side needs, then run jobs until 'stop'."""
+    try:
+        import optuna
+        import psycopg  # noqa: F401  (imported before the barrier, not on the clock)
+
+        import loopx.kernel.checks
+        import loopx.kernel.store.postgres
+        import loopx.work.claims  # noqa: F401
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+    except Exception:
+        conn.send(traceback.format_exc())
+        return
+    serve(conn, barrier, lambda job: run_job(job, barrier, dsn))
+
+
+def _line(n: int) -> dict[str, Any]:
+    return {"schema_version": "rollout_event_v0", "record_id": f"rec_{uuid.uuid4().hex}",
+            "goal_id": "bench", "agent_id": "bench", "lane_role": "owner", "capability": None,
+            "todo_id": None, "epoch": None, "visibility": "public", "provenance": "observed",
+            "payload": {"event": "note", "hypothesis_id": None, "branch": None, "commit": None,
+                        "detail": {"n": n, "pad": "x" * 40}}}
+
+
+def run_job(job: tuple, barrier: Any, dsn: str) -> tuple[float, float, int]:
+    """One timed run; returns (monotonic start, monotonic end, operations done)."""
+    _, side, target, count, extra = job
+    done = 0
+    if side == "claim-loopx":
+        from loopx.kernel.checks import Credentials
+        from loopx.work.claims import complete, should_run
+        from loopx.workspace import find_workspace
+
+        agent_id, token, url = extra
+        os.environ["LOOPX_STORE"] = url
+        creds = Credentials(agent_id=agent_id, token=token)
+        ledger = find_workspace(target).ledger()
+        ledger.state()
+        barrier.wait()
+        t0 = time.monotonic()
+        while done < count:
+            d = should_run(ledger, agent_id, claim=True, creds=creds)
+            if d["reason"] != "selected":
+                raise RuntimeError(f"should-run said {d['reason']}")
+            complete(ledger, creds, d["todo"]["todo_id"], d["todo"]["epoch"], result={"ok": 1})
+            done += 1
+        t1 = time.monotonic()
+        ledger.store.close()
+    elif side == "claim-optuna":
+        import optuna
+        from optuna.storages import RDBStorage
+
+        storage = RDBStorage(target)
+        study = optuna.load_study(study_name="bench", storage=storage,
+                                  sampler=optuna.samplers.RandomSampler())
+        barrier.wait()
+        t0 = time.monotonic()
+        for _ in range(count):
+            trial = study.ask()
+            x = trial.suggest_float("x", 0, 1)
+            study.tell(trial, (x - 0.5) ** 2)
+            done += 1
+        t1 = time.monotonic()
+        storage.engine.dispose()
+    elif side == "append-loopx":
+        from loopx.kernel.store.postgres import PostgresStore
+
+        store = PostgresStore(target)
+        store.head()  # connect before the clock
+        records = [_line(i) for i in range(count)]
+        barrier.wait()
+        t0 = time.monotonic()
+        for record in records:
+            store.append([record])
+            done += 1
+        t1 = time.monotonic()
+        store.close()
+    else:  # append-raw
+        import psycopg
+
+        from loopx.kernel.canonical import dumps
+
+        lines = [dumps(_line(i)) for i in range(count)]
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            barrier.wait()
+            t0 = time.monotonic()
+            for i, line in enumerate(lines):
+                conn.execute("INSERT INTO bench_raw (log, seq, line) VALUES (%s, %s, %s)",
+                             (target, extra * 10_000_000 + i, line))
+                done += 1
+            t1 = time.monotonic()
+    return t0, t1, done
+
+
+def run_all(pool: Pool, side: str, target: str, count: int, extras: list[Any]) -> float:
+    """Run one job per worker; return operations/s over all of them."""
+    wall, results = pool.run(side, [("run", side, target, count, e) for e in extras])
+    total = sum(r[2] for r in results)
+    if total != count * len(results):
+        raise RuntimeError(f"{side}: {total} operations, expected {count * len(results)}")
+    return total / wall
+
+
+def claim_loopx(pool: Pool, dsn: str, run_dir: Path, procs: int, cycles: int) -> float:
+    from loopx.kernel.checks import Credentials
+    from loopx.kernel.store.postgres import PostgresStore
+    from loopx.work.agents import register_agent
+    from loopx.work.todos import add_todos
+    from loopx.workspace import init_workspace
+
+    url = _with_log(dsn, f"bench{uuid.uuid4().hex[:12]}")
+    ws, owner_token = init_workspace(run_dir / "loopx", "bench-claims", store=url)
+    os.environ["LOOPX_STORE"] = url
+    try:
+        owner = Credentials(agent_id="owner", token=owner_token)
+        ledger = ws.ledger()
+        agents = [f"exec-{i}" for i in range(procs)]
+        tokens = [register_agent(ledger, owner, agent_id=a, role=ROLE)[1] for a in agents]
+        todos = [{"todo_id": f"t-{i:05d}", "title": "bench todo", "role": ROLE,
+                  "action_kind": "run_dev_eval", "hypothesis_id": f"h-{i:05d}"}
+                 for i in range(procs * cycles)]
+        for i in range(0, len(todos), MAX_BATCH):
+            add_todos(ledger, owner, todos[i:i + MAX_BATCH])
+        ledger.store.close()
+        rate = run_all(pool, "claim-loopx", str(ws.root), cycles,
+                       [(a, t, url) for a, t in zip(agents, tokens)])
+        store = ws.store()
+        completed = Counter(r["todo_id"] for r, _ in store.read()
+                            if r["schema_version"] == "todo_event_v0"
+                            and r["payload"].get("event") == "completed")
+        if len(completed) != len(todos) or set(completed.values()) != {1}:
+            raise RuntimeError("loopx: not every todo completed exactly once")
+        store.close()
+    finally:
+        with PostgresStore(url) as store:
+            store.drop()
+        del os.environ["LOOPX_STORE"]
+    return rate
+
+
+def claim_optuna(pool: Pool, dsn: str, procs: int, cycles: int) -> float:
+    import optuna
+    from optuna.storages import RDBStorage
+
+    url = _sqlalchemy_url(dsn)
+    storage = RDBStorage(url)
+    optuna.delete_study(study_name="bench", storage=storage) if _has_study(storage) else None
+    optuna.create_study(study_name="bench", storage=storage)
+    rate = run_all(pool, "claim-optuna", url, cycles, [None] * procs)
+    trials = optuna.load_study(study_name="bench", storage=storage).get_trials()
+    if sum(t.state == optuna.trial.TrialState.COMPLETE for t in trials) != procs * cycles:
+        raise RuntimeError("optuna: not every trial completed")
+    optuna.delete_study(study_name="bench", storage=storage)
+    storage.engine.dispose()
+    return rate
+
+
+def _has_study(storage: Any) -> bool:
+    return any(s.study_name == "bench" for s in storage.get_all_studies())
+
+
+def append_loopx(pool: Pool, dsn: str, procs: int, count: int) -> float:
+    from loopx.kernel.store.postgres import PostgresStore
+
+    url = _with_log(dsn, f"bench{uuid.uuid4().hex[:12]}")
+    with PostgresStore(url) as store:
+        store.create()
+    try:
+        rate = run_all(pool, "append-loopx", url, count, [None] * procs)
+        with PostgresStore(url) as store:
+            if store.head().seq != procs * count:
+                raise RuntimeError("loopx: appends missing")
+    finally:
+        with PostgresStore(url) as store:
+            store.drop()
+    return rate
+
+
+def append_raw(pool: Pool, dsn: str, procs: int, count: int) -> float:
+    import psycopg
+
+    log = f"bench{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS bench_raw (log text NOT NULL, seq bigint NOT "
+                     "NULL, line bytea NOT NULL, PRIMARY KEY (log, seq))")
+    rate = run_all(pool, "append-raw", log, count, list(range(procs)))
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        [(n,)] = conn.execute("SELECT count(*) FROM bench_raw WHERE log = %s", (log,)).fetchall()
+        conn.execute("DELETE FROM bench_raw WHERE log = %s", (log,))
+    if n != procs * count:
+        raise RuntimeError("raw: inserts missing")
+    return rate
+
+
+def _with_log(dsn: str, log: str) -> str:
+    return f"{dsn}{'&' if '?' in dsn else '?'}log={log}"
+
+
+def _sqlalchemy_url(dsn: str) -> str:
+    return "postgresql+psycopg://" + dsn.split("://", 1)[1]
+
+
+def main() -> None:
+    """Parse options, run every (P, repetition, side) and print the tables."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dsn", default=os.environ.get("LOOPX_TEST_PG"),
+                    help="postgresql://user:password@host/db (default: $LOOPX_TEST_PG)")
+    ap.add_argument("--procs", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4, 8])
+    ap.add_argument("--cycles", type=int, default=100, help="claim cycles per process")
+    ap.add_argument("--appends", type=int, default=300, help="appends per process")
+    ap.add_argument("--reps", type=int, default=3)
+    add_temp_root_options(ap)
+    args = ap.parse_args()
+    if not args.dsn:
+        ap.error("give --dsn or set LOOPX_TEST_PG (or run .ci/run to make a server)")
+    keys = ("claim-loopx", "claim-optuna", "append-loopx", "append-raw", "claim", "append")
+    res: dict[int, dict[str, list[float]]] = {p: {k: [] for k in keys} for p in args.procs}
+    started = time.monotonic()
+    sides = ["claim-loopx", "claim-optuna", "append-loopx", "append-raw"]
+    with temp_root("loopx-bench-pg-", args) as root:
+        run_no = 0
+        for procs in args.procs:
+            with Pool(procs, worker, args.dsn) as pool:
+                for rep in range(args.reps):
+                    r = res[procs]
+                    k = rep % len(sides)
+                    for side in sides[k:] + sides[:k]:
+                        run_no += 1
+                        run_dir = root / f"run{run_no:03d}"
+                        run_dir.mkdir()
+                        if side == "claim-loopx":
+                            rate = claim_loopx(pool, args.dsn, run_dir, procs, args.cycles)
+                        elif side == "claim-optuna":
+                            rate = claim_optuna(pool, args.dsn, procs, args.cycles)
+                        elif side == "append-loopx":
+                            rate = append_loopx(pool, args.dsn, procs, args.appends)
+                        else:
+                            rate = append_raw(pool, args.dsn, procs, args.appends)
+                        r[side].append(rate)
+                    r["claim"].append(r["claim-loopx"][-1] / r["claim-optuna"][-1])
+                    r["append"].append(r["append-loopx"][-1] / r["append-raw"][-1])
+    elapsed = time.monotonic() - started
+
+    def med(values: list[float], fmt: str) -> str:
+        return format(statistics.median(values), fmt) if values else "-"
+
+    print("postgres_store: loopx on PostgreSQL vs Optuna RDBStorage (claim cycles) and vs a "
+          "plain INSERT+COMMIT loop (appends), same server, same run")
+    print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, {args.cycles} cycles/proc,"
+          f" {args.appends} appends/proc, {args.reps} reps, imports and connecting excluded\n")
+    hdr = (f"{'procs':>5} | {'loopx c/s':>9} {'optuna c/s':>10} {'lx/optuna':>9} {'goal>=2':>7} |"
+           f" {'loopx a/s':>9} {'raw a/s':>8} {'lx/raw':>6} {'goal>=.5':>8}")
+    print(hdr)
+    print("-" * len(hdr))
+    for procs in args.procs:
+        r = res[procs]
+        claim = statistics.median(r["claim"])
+        append = statistics.median(r["append"])
+        print(f"{procs:>5} | {med(r['claim-loopx'], '.0f'):>9} {med(r['claim-optuna'], '.0f'):>10}"
+              f" {claim:>9.2f} {'PASS' if claim >= 2 else 'MISS':>7} |"
+              f" {med(r['append-loopx'], '.0f'):>9} {med(r['append-raw'], '.0f'):>8}"
+              f" {append:>6.2f} {'PASS' if append >= 0.5 else 'MISS':>8}")
+    print("\nc/s = claim cycles/s, a/s = appends/s (all processes); medians over reps; ratios are "
+          "medians of per-rep paired ratios")
+    print(f"total run time {elapsed:.1f} s")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""Where a store lives, as written in ``workspace.json`` and ``LOOPX_STORE``: ``file`` or a
+``postgresql://`` URL, with the password kept out of everything loopx writes or prints.
+
+A PostgreSQL location is a libpq URL plus one loopx parameter, ``log``, naming the log inside
+the database (several workspaces may share one database)::
+
+    postgresql://loopx@db.internal:5432/loopx?log=mnist-width&sslmode=require
+
+The password comes from the URL given in ``LOOPX_STORE`` or from libpq's usual places
+(``PGPASSWORD``, ``~/.pgpass``, a service file); ``workspace.json`` never holds it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, quote, unquote, urlencode
+
+from loopx.kernel.errors import WorkspaceError
+
+ENV_STORE = "LOOPX_STORE"
+FILE = "file"
+SCHEMES = ("postgresql://", "postgres://")
+DEFAULT_LOG = "default"
+LOG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,55}")  # LISTEN channel: 63 bytes
+# Query parameters that carry a credential: dropped from every redacted form.
+_SECRET_PARAMS = frozenset({"password", "sslpassword"})
+# Anything that looks like a URL's ``user:password@``, wherever it appears in a text.
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]{0,31}://)([^/\s:@]*):([^/\s@]*)@")
+_PASSWORD_PARAM = re.compile(r"(?i)\b((?:ssl)?password\s*=\s*)('[^']*'|[^\s&'\"]+)")
+
+
+def is_postgres(location: str) -> bool:
+    """Whether ``location`` names a PostgreSQL store."""
+    return location.startswith(SCHEMES)
+
+
+@dataclass(frozen=True)
+class PostgresLocation:
+    """A parsed PostgreSQL store location: the libpq URL to connect with and the log name."""
+
+    conninfo: str  # what psycopg connects with (``log`` removed; password kept if given)
+    log: str
+
+    @property
+    def display(self) -> str:
+        """The location without any password: what may be written, logged or shown."""
+        return redact(self.conninfo_with_log())
+
+    def conninfo_with_log(self) -> str:
+        """The full location again (``log`` added back), password included if it had one."""
+        sep = "&" if "?" in self.conninfo else "?"
+        return f"{self.conninfo}{sep}log={quote(self.log, safe='')}"
+
+
+def parse_postgres(location: str, *, default_log: str = DEFAULT_LOG) -> PostgresLocation:
+    """Split a ``postgresql://`` location into its libpq URL and its log name.
+
+    Raises:
+        WorkspaceError: not a PostgreSQL URL, or a log name loopx cannot use.
+    """
+    if not is_postgres(location):
+        raise WorkspaceError(f"store {redact(location)!r} is not a postgresql:// URL")
+    base, _, query = location.partition("?")
+    params = parse_qsl(query, keep_blank_values=True)
+    logs = [value for key, value in params if key == "log"]
+    log = unquote(logs[-1]) if logs else default_log
+    if not LOG_NAME.fullmatch(log):
+        raise WorkspaceError(
+            f"store {redact(location)!r}: log name {log!r} must be 1-56 letters, digits, "
+            "'_', '.', ':' or '-', starting with a letter or digit",
+            hint="name the log in the URL: postgresql://.../db?log=NAME")
+    rest = [(key, value) for key, value in params if key != "log"]
+    conninfo = f"{base}?{urlencode(rest)}" if rest else base
+    return PostgresLocation(conninfo, log)
+
+
+def redact(text: str) -> str:
+    """``text`` with every URL password and ``password=`` value replaced by ``***``."""
+    text = _USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:***@", text)
+    return _PASSWORD_PARAM.sub(lambda m: f"{m.group(1)}***", text)
+
+
+def without_password(location: str) -> str:
+    """The location as ``workspace.json`` keeps it: no password at all (not even ``***``)."""
+    if not is_postgres(location):
+        return location
+    base, _, query = location.partition("?")
+    scheme, _, rest = base.partition("://")
+    userinfo, at, hosts = rest.rpartition("@")
+    if at:
+        user = userinfo.partition(":")[0]
+        rest = f"{user}@{hosts}" if user else hosts
+    params = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True)
+              if k not in _SECRET_PARAMS]
+    return f"{scheme}://{rest}" + (f"?{urlencode(params)}" if params else "")

@@ -1,0 +1,296 @@
+"""The PostgreSQL store beyond the conformance suite: the file store's exact bytes, credentials
+kept out of every output, a lost acknowledgement never written twice, dropped connections
+retried, a writer SIGKILLed mid-transaction, and waiting on NOTIFY. Needs LOOPX_TEST_PG."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopx.kernel.errors import RecordRejected, StorageError
+from loopx.kernel.store import FileStore
+from loopx.kernel.store.fs import FAULT_ENV
+from loopx.kernel.store.location import parse_postgres, redact, without_password
+from loopx.kernel.verify import verify_store
+from loopx.testing.store_conformance import unsealed
+
+TIMES = [f"2026-12-04T10:00:{s:02d}.000000Z" for s in range(60)]
+
+
+@pytest.fixture
+def pg(pg_url: str) -> Iterator[Any]:
+    from loopx.kernel.store.postgres import PostgresStore
+
+    store = PostgresStore(pg_url)
+    store.create()
+    yield store
+    store.drop()
+    store.close()
+
+
+def _password(url: str) -> str:
+    userinfo = url.split("://", 1)[1].rpartition("@")[0]
+    return userinfo.partition(":")[2]
+
+
+def test_the_stored_bytes_and_hashes_are_the_file_stores(pg: Any, tmp_path: Path) -> None:
+    pg._clock = iter(TIMES).__next__  # one reading per append, the same for both stores
+    file = FileStore(tmp_path / ".loopx", clock=iter(TIMES).__next__)
+    file.create()
+    batches = [[unsealed(n=1)], [unsealed(text="ünïcødé ✓", n=i) for i in range(3)],
+               [unsealed(big=2**62, pad=3000)]]
+    for batch in batches:
+        assert pg.append(batch) == file.append(batch)
+    pg_bytes = b"".join(data for _, _, data in pg.raw_segments())
+    file_bytes = b"".join(data for _, _, data in file.raw_segments())
+    assert pg_bytes == file_bytes
+    assert (pg.head().seq, pg.head().hash) == (file.head().seq, file.head().hash)
+    assert verify_store(pg, workspace_rules=False).ok
+
+
+def test_locations_keep_the_password_out() -> None:
+    url = "postgresql://loopx:s3cr%40t@db.internal:5433/loopx?sslmode=require&log=mnist"
+    parsed = parse_postgres(url)
+    assert parsed.log == "mnist" and "log=" not in parsed.conninfo
+    assert without_password(url) == "postgresql://loopx@db.internal:5433/loopx?sslmode=require&log=mnist"
+    assert "s3cr" not in parsed.display and "s3cr" not in redact(f"failed: {url}")
+    assert without_password("postgresql://u@h/db?password=abcdef&log=x") == "postgresql://u@h/db?log=x"
+    assert "abcdef" not in redact("host=h password=abcdef dbname=x")
+
+
+def _cli(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "loopx.cli", *args], cwd=cwd, text=True,
+                          capture_output=True, env=env, timeout=120, check=False)
+
+
+def test_init_records_the_store_without_its_password(pg_url: str, tmp_path: Path) -> None:
+    password = _password(pg_url)
+    assert password, "LOOPX_TEST_PG must carry a password for this test"
+    env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_STORE", "PGPASSWORD")}
+    init = _cli("init", "--store", pg_url, "--json", cwd=tmp_path, env=env)
+    assert init.returncode == 0, init.stderr
+    shown = json.loads(init.stdout)
+    assert shown["store"] == without_password(pg_url)
+    recorded = json.loads((tmp_path / ".loopx" / "workspace.json").read_text())["store"]
+    assert recorded == without_password(pg_url)
+    for path in (tmp_path / ".loopx").rglob("*"):
+        if path.is_file():
+            assert password.encode() not in path.read_bytes(), path
+    # Without a password from anywhere: a storage error that names the store, not the secret.
+    denied = _cli("verify", "--json", cwd=tmp_path, env={**env, "PGPASSFILE": "/nonexistent"})
+    assert denied.returncode == 11, denied.stdout + denied.stderr
+    error = json.loads(denied.stdout)
+    assert error["error"] == "storage" and "PGPASSWORD" in error["hint"]
+    assert password not in denied.stdout + denied.stderr
+    # With it from LOOPX_STORE (or PGPASSWORD): every command opens the recorded log.
+    for extra in ({"LOOPX_STORE": pg_url}, {"PGPASSWORD": password}):
+        ok = _cli("verify", "--json", cwd=tmp_path, env={**env, **extra})
+        assert ok.returncode == 0 and json.loads(ok.stdout)["head"]["seq"] == 6, ok.stderr
+        log = _cli("log", "--json", cwd=tmp_path, env={**env, **extra})
+        assert password not in log.stdout and len(log.stdout.splitlines()) == 6
+    # LOOPX_STORE naming another log is refused rather than silently opening it.
+    other = parse_postgres(pg_url)
+    wrong = _cli("log", cwd=tmp_path,
+                 env={**env, "LOOPX_STORE": f"{other.conninfo}?log=elsewhere"
+                      if "?" not in other.conninfo else f"{other.conninfo}&log=elsewhere"})
+    assert wrong.returncode == 3 and "elsewhere" in wrong.stderr
+    assert password not in wrong.stderr
+
+
+def test_an_unreachable_server_is_a_storage_error_without_credentials() -> None:
+    from loopx.kernel.store.postgres import PostgresStore
+
+    store = PostgresStore("postgresql://loopx:hunter22@127.0.0.1:1/loopx?log=x",
+                          retry_seconds=0.3, connect_timeout=1)
+    started = time.monotonic()
+    with pytest.raises(StorageError) as caught:
+        store.append([unsealed()])
+    assert time.monotonic() - started < 30  # bounded: it gave up
+    shown = caught.value.message + json.dumps(caught.value.to_json())
+    assert "hunter22" not in shown and "127.0.0.1" in shown
+    assert "nothing was written" in caught.value.message
+    assert "running" in (caught.value.hint or "")
+
+
+def test_a_lost_acknowledgement_is_not_written_twice(pg: Any,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    pg.append([unsealed()])
+    monkeypatch.setenv(FAULT_ENV, "lostack:pg-commit")
+    batch = [unsealed(n=1), unsealed(n=2)]
+    written = pg.append(batch)  # COMMIT went through, its answer was lost, the retry found it
+    monkeypatch.delenv(FAULT_ENV)
+    records = [r for r, _ in pg.read()]
+    assert [r["seq"] for r in records] == [1, 2, 3]
+    assert records[1:] == written
+    assert [r["record_id"] for r in written] == [r["record_id"] for r in batch]
+
+
+def test_a_connection_lost_before_commit_is_retried_once(pg: Any,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+
+    def build(head: Any, now: str) -> list[dict[str, Any]]:
+        calls.append(head.seq)
+        if len(calls) == 2:
+            monkeypatch.delenv(FAULT_ENV)  # the retry commits normally
+        return [unsealed(attempt=len(calls))]
+
+    monkeypatch.setenv(FAULT_ENV, "reset:pg-commit")
+    [record] = pg.append(build)
+    assert calls == [0, 0]  # the builder ran again on the same head: the first never committed
+    assert [r["payload"]["detail"] for r, _ in pg.read()] == [{"attempt": 2}]
+    assert record["seq"] == 1
+
+
+def test_a_retried_batch_returns_the_stored_one_and_a_reused_id_is_refused(pg: Any) -> None:
+    batch = [unsealed(n=1), unsealed(n=2)]
+    first = pg.append(batch)
+    again = pg.append(batch)  # a caller that never saw the acknowledgement sends it again
+    assert again == first and pg.head().seq == 2
+    with pytest.raises(RecordRejected, match="already in the log"):
+        pg.append([unsealed(n=3), {**batch[0], "payload": {**batch[0]["payload"], "x": 1}}])
+    assert pg.head().seq == 2
+
+
+def test_a_dropped_connection_is_reopened(pg: Any, pg_url: str) -> None:
+    import psycopg
+
+    pg.append([unsealed()])
+    pid = pg._connection().info.backend_pid
+    with psycopg.connect(parse_postgres(pg_url).conninfo, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))  # as a server restart does
+    [record] = pg.append([unsealed()])
+    assert record["seq"] == 2 and pg._connection().info.backend_pid != pid
+
+
+WRITER = """
+import sys, uuid
+from loopx.kernel.store.postgres import PostgresStore
+from loopx.testing.store_conformance import unsealed
+store = PostgresStore(sys.argv[1])
+store.append([{**unsealed(n=i, pad=2000), "record_id": f"rec_{uuid.uuid4().hex}"}
+              for i in range(50)])
+print("ACKED", flush=True)
+"""
+
+
+def test_a_writer_killed_mid_transaction_leaves_nothing(pg: Any, pg_url: str) -> None:
+    acked = pg.append([unsealed(n=0)])
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, pg_url], stdout=subprocess.PIPE,
+                            text=True, env={**os.environ, FAULT_ENV: "pause:pg-commit"})
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "FAULT pause:pg-commit"  # rows inserted, no COMMIT
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    # The server rolls the dead client's transaction back and frees the log at once.
+    [after] = pg.append([unsealed(n=1)])
+    records = [r for r, _ in pg.read()]
+    assert records == [*acked, after] and after["seq"] == 2
+    assert verify_store(pg, workspace_rules=False).ok
+    # A writer that runs to the end gets its whole 50-record batch in, after the survivor's.
+    done = subprocess.run([sys.executable, "-c", WRITER, pg_url], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.stdout.strip() == "ACKED"
+    assert pg.head().seq == 52 and verify_store(pg, workspace_rules=False).ok
+
+
+def test_wait_wakes_on_notify_and_times_out(pg: Any, pg_url: str) -> None:
+    from loopx.kernel.store.postgres import PostgresStore
+
+    started = time.monotonic()
+    assert pg.wait(0, timeout=0.3) is False
+    assert time.monotonic() - started >= 0.25
+    writer = PostgresStore(pg_url)
+    timer = threading.Timer(0.3, lambda: writer.append([unsealed()]))
+    timer.start()
+    try:
+        assert pg.wait(0, timeout=30) is True
+    finally:
+        timer.join()
+        writer.close()
+    assert pg.head().seq == 1
+    assert pg.wait(0, timeout=0) is True  # already past: no waiting
+
+
+def test_store_copy_to_postgresql_and_back_keeps_every_byte(pg_url: str, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "LOOPX_STORE"}
+    here, back = tmp_path / "here", tmp_path / "back"
+    here.mkdir()
+    assert _cli("init", "--goal-id", "moving", cwd=here, env=env).returncode == 0
+    segment = (here / ".loopx" / "log" / "000000000001.jsonl").read_bytes()
+    there = _cli("store", "copy", "--to", pg_url, "--use", "--json", cwd=here, env=env)
+    assert there.returncode == 0, there.stdout + there.stderr
+    moved = json.loads(there.stdout)
+    password = _password(pg_url)
+    assert password not in there.stdout and moved["to"] == without_password(pg_url)
+    assert moved["records"] == 6 and moved["used"] is True
+    anchor = f"{moved['head']['seq']}:{moved['head']['hash']}"
+    # The workspace now reads PostgreSQL (the password from LOOPX_STORE) and verifies there.
+    on_pg = {**env, "LOOPX_STORE": pg_url}
+    checked = _cli("verify", "--expect", anchor, "--json", cwd=here, env=on_pg)
+    assert checked.returncode == 0 and json.loads(checked.stdout)["anchor"]["ok"], checked.stdout
+    assert json.loads((here / ".loopx" / "workspace.json").read_text())["store"] == \
+        without_password(pg_url)
+    # A second copy into the same log is refused, nothing written.
+    again = _cli("store", "copy", "--to", pg_url, "--json", cwd=here, env=on_pg)
+    assert again.returncode == 4 and json.loads(again.stdout)["error"] == "conflict"
+    # And back to a file log: the same bytes as the original segment.
+    home = _cli("store", "copy", "--to", str(back), "--json", cwd=here, env=on_pg)
+    assert home.returncode == 0, home.stdout + home.stderr
+    assert json.loads(home.stdout)["head"] == moved["head"]
+    assert (back / ".loopx" / "log" / "000000000001.jsonl").read_bytes() == segment
+    final = _cli("verify", "--expect", anchor, cwd=back, env=env)
+    assert final.returncode == 0 and "anchor seq 6 matches" in final.stdout
+    from loopx.kernel.store.postgres import PostgresStore
+
+    PostgresStore(pg_url).drop()
+
+
+CRASH_WRITER = """
+import sys, uuid
+from loopx.kernel.store.postgres import PostgresStore
+from loopx.testing.store_conformance import unsealed
+store = PostgresStore(sys.argv[1], retry_seconds=60)
+for i in range(int(sys.argv[2])):
+    [record] = store.append([{**unsealed(n=i), "record_id": f"rec_{uuid.uuid4().hex}"}])
+    print("ACK", record["record_id"], flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_acknowledged_batches_survive_server_crashes(pg: Any, pg_url: str) -> None:
+    """Crash the server (immediate stop: no shutdown checkpoint, WAL replay on start) twice
+    under a writer: it gets a bounded retry, and every batch it was told is stored is there,
+    once. Needs LOOPX_TEST_PG_CLUSTER (``15/main``, set by .ci/run) and pg_ctlcluster rights."""
+    cluster = os.environ.get("LOOPX_TEST_PG_CLUSTER")
+    if not cluster:
+        pytest.skip("set LOOPX_TEST_PG_CLUSTER=VERSION/NAME (Debian's pg_ctlcluster; .ci/run "
+                    "does) to crash the test server")
+    version, name = cluster.split("/")
+    writer = subprocess.Popen([sys.executable, "-c", CRASH_WRITER, pg_url, "3000"],
+                              stdout=subprocess.PIPE, text=True)
+    assert writer.stdout is not None
+    acked: list[str] = []
+    for crash in range(2):
+        while len(acked) < 300 * (crash + 1):
+            acked.append(writer.stdout.readline().split()[1])
+        subprocess.run(["pg_ctlcluster", version, name, "stop", "-m", "immediate"], check=True)
+        subprocess.run(["pg_ctlcluster", version, name, "start"], check=True)
+    out = writer.stdout.read()  # (communicate() would skip what readline() buffered)
+    assert writer.wait(timeout=300) == 0
+    odd = [line for line in out.splitlines() if not line.startswith("ACK ")]
+    acked += [line.split()[1] for line in out.splitlines() if line.startswith("ACK ")]
+    assert len(acked) == 3000, odd[:5]
+    stored = [r["record_id"] for r, _ in pg.read()]
+    assert len(stored) == len(set(stored)) == 3000 and set(stored) == set(acked)
+    assert verify_store(pg, workspace_rules=False).ok
