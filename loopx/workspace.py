@@ -565,6 +565,8 @@ def _copy_to_directory(workspace: Workspace, source: Store, root: Path) -> Any:
 
 def _record_store(workspace: Workspace, location: str) -> None:
     """Point ``workspace.json`` at ``location`` (no password), keeping every other setting."""
+    import shutil
+
     config = workspace.dir / "workspace.json"
     settings = json.loads(config.read_text())
     _write_atomic(config, json.dumps({**settings, "store": without_password(location)},
