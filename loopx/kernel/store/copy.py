@@ -71,15 +71,13 @@ def copy_log(source: Store, target: Store) -> Copied:
 
 def _load_file(target: object, source: Iterator[list[bytes]]) -> None:
     """Write whole batches into an empty file store's segments under its lock, durably."""
-    from filelock import FileLock
-
     from loopx.kernel.store.file import FileStore
     from loopx.kernel.store.fs import fsync_dir, write_all
     from loopx.kernel.store.lines import segment_name
 
     assert isinstance(target, FileStore)
     target.create()
-    with FileLock(target.dir / "lock", thread_local=False):
+    with target.locked():
         if target.segments() != [1] or os.path.getsize(target.segment_path(1)) != 0:
             raise ConflictError("the target log already has records; nothing was copied")
         seg, size, seq = 1, 0, 0

@@ -9,7 +9,8 @@ the records are stored only once that fsync has returned.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from loopx.kernel.canonical import now_ts, sha256_hex
 from loopx.kernel.errors import ConflictError, LockTimeout, StorageError
@@ -94,16 +95,7 @@ class FileStore(SegmentReader):
         if not callable(batch):
             batch = [encode(record) for record in batch]  # serialize before taking the lock
         with self._mutex:
-            try:
-                self._lock.acquire()
-            except LockTimeoutExpired:
-                raise LockTimeout(
-                    f"could not take the store lock {self._lock.path} within "
-                    f"{self._lock.timeout:g} s",
-                    hint="another writer may be stuck; check for hung loopx processes") from None
-            except OSError as exc:
-                raise StorageError.from_os(exc, "take the store lock", path=self._lock.path,
-                                           outcome="nothing was written") from None
+            self._take_lock()
             try:
                 fd, records, sealed = self._append_locked(batch, expect_seq)
             except OSError as exc:
@@ -120,6 +112,29 @@ class FileStore(SegmentReader):
                         outcome="the batch was written but the disk did not confirm it, so it "
                                 "may be lost in a crash: check with `loopx log`") from None
             return sealed[: len(records)]
+
+    def _take_lock(self) -> None:
+        """Take the writer lock (the caller holds the in-process mutex and releases it)."""
+        try:
+            self._lock.acquire()
+        except LockTimeoutExpired:
+            raise LockTimeout(
+                f"could not take the store lock {self._lock.path} within "
+                f"{self._lock.timeout:g} s",
+                hint="another writer may be stuck; check for hung loopx processes") from None
+        except OSError as exc:
+            raise StorageError.from_os(exc, "take the store lock", path=self._lock.path,
+                                       outcome="nothing was written") from None
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the writer lock, for a bulk load that writes whole sealed batches itself."""
+        with self._mutex:
+            self._take_lock()
+            try:
+                yield
+            finally:
+                self._lock.release()
 
     def _append_locked(self, batch: Sequence[Record | Encoded] | BatchBuilder,
                        expect_seq: int | None
