@@ -202,6 +202,7 @@ def test_group_of() -> None:
     assert group_of("loopx.kernel") == "kernel"
     assert group_of("loopx.kernel.store.file") == "kernel"
     assert group_of("loopx.domains") == "assembly"
+    assert group_of("loopx.workspace.create") == "assembly"  # the package, every module
     assert group_of("loopx.__main__") == "main"
     assert group_of("loopx.kernelx") is None  # a prefix covers whole names only
     assert group_of("loopx.newthing") is None  # the top package covers only itself

@@ -8,12 +8,11 @@ from pathlib import Path
 import click
 
 from loopx.cli.app import (
-    agent_option,
     cli,
     emit,
-    json_option,
     run_tool,
-    token_file_option,
+    with_agent,
+    with_json,
 )
 from loopx.cli.direct import credentials
 from loopx.kernel.errors import UsageProblem
@@ -32,10 +31,7 @@ def grounding() -> None:
               help="It grounds the whole campaign (research_curator).")
 @click.option("--note", metavar="TEXT", help="What it is, or what it gave the idea, briefly.")
 @click.option("--sha256", metavar="HEX", help="The source's content digest, if you have it.")
-@agent_option
-@token_file_option
-@json_option
-@click.pass_context
+@with_agent
 def grounding_add(ctx: click.Context, source: str, hypothesis_id: str | None, campaign: bool,
                   note: str | None, sha256: str | None, agent_id: str, token_file: Path | None,
                   as_json: bool) -> None:
@@ -61,8 +57,7 @@ def grounding_add(ctx: click.Context, source: str, hypothesis_id: str | None, ca
 @grounding.command("list")
 @click.option("--hypothesis", "hypothesis_id", metavar="ID",
               help="Only its ideation material: its lineage's grounding and the campaign's.")
-@json_option
-@click.pass_context
+@with_json
 def grounding_list(ctx: click.Context, hypothesis_id: str | None, as_json: bool) -> None:
     """List grounding refs with the names they are compared by, and the novelty boundary."""
     from loopx.tools.research import GroundingList

@@ -9,13 +9,12 @@ from typing import Any
 import click
 
 from loopx.cli.app import (
-    agent_option,
     cli,
     emit,
     json_arg,
-    json_option,
     run_tool,
-    token_file_option,
+    with_agent,
+    with_json,
 )
 from loopx.cli.direct import credentials
 from loopx.kernel.errors import UsageProblem
@@ -51,10 +50,7 @@ def _plan_file(source: Path) -> dict[str, Any]:
 @click.argument("source", metavar="FILE|-", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--reason", metavar="TEXT",
               help="Why this revision replans (required once a plan exists).")
-@agent_option
-@token_file_option
-@json_option
-@click.pass_context
+@with_agent
 def research_plan_record(ctx: click.Context, source: Path, reason: str | None, agent_id: str,
                          token_file: Path | None, as_json: bool) -> None:
     """Record the research plan from a JSON or TOML file (curator or owner token): version 1,
@@ -72,8 +68,7 @@ def research_plan_record(ctx: click.Context, source: Path, reason: str | None, a
 @research_plan.command("show")
 @click.option("--version", "version", type=click.IntRange(min=1), metavar="N",
               help="An earlier version (default: the one in force).")
-@json_option
-@click.pass_context
+@with_json
 def research_plan_show(ctx: click.Context, version: int | None, as_json: bool) -> None:
     """Show the research plan in force (or an earlier version): each step with its status
     derived from the log, and every version's reason."""

@@ -10,13 +10,7 @@ from typing import Any
 
 import click
 
-from loopx.cli.app import (
-    agent_option,
-    emit,
-    json_option,
-    run_tool,
-    token_file_option,
-)
+from loopx.cli.app import emit, run_tool, with_agent
 from loopx.cli.direct import credentials
 from loopx.cli.lanes import todo
 from loopx.kernel.errors import UsageProblem
@@ -44,9 +38,8 @@ def _change_command(name: str, *options: Callable[[Any], Any]
     """``loopx todo NAME TODO_ID``: ``options`` (in that order), then the agent's credentials and
     --json; the function gets the click context first."""
     def register(fn: Callable[..., None]) -> click.Command:
-        fn = click.pass_context(fn)
-        for option in reversed((click.argument("todo_id"), *options, agent_option,
-                                token_file_option, json_option)):
+        fn = with_agent(fn)
+        for option in reversed((click.argument("todo_id"), *options)):
             fn = option(fn)
         return todo.command(name)(fn)
 

@@ -9,7 +9,6 @@ against an overlay of the checked state.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from loopx.governance.moves import (
@@ -31,14 +30,12 @@ from loopx.governance.rules import (
 )
 from loopx.governance.state import approval_subjects, current_contract
 from loopx.governance.versions import check_supersedes
+from loopx.kernel.domains import Check, Record, View
 from loopx.kernel.errors import Refused
 from loopx.work.extensions import Block
 
 if TYPE_CHECKING:
     from loopx.kernel.checks import Identity
-
-View = dict[str, Any]
-Record = dict[str, Any]
 
 
 def _check_contract(view: View, who: Identity, record: Record) -> None:
@@ -270,7 +267,7 @@ def _check_finding(view: View, who: Identity, record: Record) -> None:
                       "current finding")
 
 
-GOVERNANCE_CHECKS: dict[str, Callable[[View, Any, Record], None]] = {
+GOVERNANCE_CHECKS: dict[str, Check] = {
     "research_contract_v0": _check_contract,
     "campaign_transition_v0": _check_transition,
     "action_proposal_v0": _check_proposal,

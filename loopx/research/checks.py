@@ -11,10 +11,10 @@ Refusals of research rules raise :class:`ResearchRefused`, which the write path 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from loopx.governance.state import current_contract
+from loopx.kernel.domains import Check, Record, View
 from loopx.kernel.errors import FieldProblem, RecordRejected, Refused, ResearchRefused
 from loopx.kernel.rules import applies
 from loopx.research.contract_scope import check_contract_paths, contract_scopes
@@ -40,9 +40,6 @@ from loopx.work.checks import require_todo
 
 if TYPE_CHECKING:
     from loopx.kernel.checks import Identity
-
-View = dict[str, Any]
-Record = dict[str, Any]
 
 
 def _entry(view: View, hypothesis_id: str, what: str) -> dict[str, Any]:
@@ -378,7 +375,7 @@ def _check_contract(view: View, who: Identity, record: Record) -> None:
             hint="set metric.baseline_hypothesis to a hypothesis the executors will measure")
 
 
-RESEARCH_CHECKS: dict[str, Callable[[View, Any, Record], None]] = {
+RESEARCH_CHECKS: dict[str, Check] = {
     "research_contract_v0": _check_contract,
     "todo_item_v0": _check_todo,
     "research_hypothesis_v0": check_hypothesis,

@@ -1,0 +1,218 @@
+"""Creating a workspace: ``loopx init``, the log's genesis, and the owner's profile batches."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from loopx import __version__
+from loopx.kernel.errors import (
+    FieldProblem,
+    RecordRejected,
+    StorageError,
+    WorkspaceError,
+)
+from loopx.kernel.ledger import Ledger
+from loopx.kernel.store.location import (
+    FILE,
+    is_postgres,
+    parse_postgres,
+    redact,
+    without_password,
+)
+from loopx.workspace.agents_file import AGENTS_FILE, write_agents_section
+from loopx.workspace.directory import (
+    FORMAT_VERSION,
+    OWNER_AGENT,
+    WORKSPACE_DIR,
+    Workspace,
+)
+from loopx.workspace.files import GITIGNORE, copy_profiles, write_atomic
+
+if TYPE_CHECKING:
+    from loopx.kernel.identity import Credentials, Identity
+    from loopx.kernel.store.base import Store
+    from loopx.work.state import LaneState
+
+# Creating a workspace needs tokens, profiles, pydantic and shutil; opening one (every command)
+# does not, so those are imported where a workspace is made.
+
+NOTHING_CREATED = "no workspace was created"
+
+
+def init_workspace(root: Path, goal_id: str, *,
+                   contract_scopes: list[str] | None = None,
+                   store: str | None = None) -> tuple[Workspace, str]:
+    """Create a workspace with its genesis record; returns it and the owner token (show once).
+
+    ``contract_scopes`` (default: the whole repository, ``["."]``) are the repository paths
+    every contract version must stay inside; they go to ``workspace.json``. ``store`` is
+    ``file`` (the default) or a postgresql:// URL (its log named by ``?log=``, else the goal
+    id); ``workspace.json`` records it without the password.
+
+    Also adds the loopx section to ``<root>/AGENTS.md`` (:func:`write_agents_section`); if that
+    file cannot be written, init says so on stderr and still succeeds.
+
+    Raises:
+        WorkspaceError: a workspace (or a half-made one) is already there.
+        RecordRejected: the goal id is not a valid identifier, or a contract scope is not a
+            path inside the repository.
+        StorageError: the directory is read-only, full or not ours; what init had made is
+            removed again, so it can simply be run again.
+    """
+    _check_goal_id(goal_id)
+    scopes = _check_contract_scopes(contract_scopes)
+    location = FILE
+    if store is not None and store != FILE:
+        if not is_postgres(store):
+            raise RecordRejected([FieldProblem("store", f"{redact(store)!r} is neither 'file' "
+                                               "nor a postgresql:// URL")])
+        location = parse_postgres(store, default_log=goal_id).conninfo_with_log()
+    root = root.resolve()
+    if root.name == WORKSPACE_DIR:
+        root = root.parent
+    wdir = root / WORKSPACE_DIR
+    try:
+        if (wdir / "workspace.json").exists():
+            raise WorkspaceError(f"{root} already holds a loopx workspace")
+        existed = wdir.exists()
+        if existed and any(wdir.iterdir()):
+            raise WorkspaceError(
+                f"{wdir} exists but is not a complete workspace (an earlier init stopped early?)",
+                hint="remove that directory and run `loopx init` again")
+    except OSError as exc:
+        raise StorageError.from_os(exc, "look at", path=wdir, outcome=NOTHING_CREATED) from None
+    try:
+        workspace, token = _create(root, goal_id, scopes, location)
+    except OSError as exc:
+        raise StorageError.from_os(exc, "write", path=exc.filename or root,
+                                   outcome=undo_init(wdir, existed)) from None
+    except StorageError as exc:  # the store's own, from writing the first records
+        raise exc.with_outcome(undo_init(wdir, existed)) from None
+    except WorkspaceError as exc:  # a shared store's log that already has records
+        undo_init(wdir, existed)
+        raise WorkspaceError(f"{exc.message} ({redact(without_password(location))})",
+                             hint="name a new log in the URL (?log=NAME), or open the existing "
+                                  "workspace") from None
+    try:
+        write_agents_section(root)
+    except OSError as exc:  # a convenience for agents; the workspace itself is complete
+        print(f"loopx: {root / AGENTS_FILE} not written: {exc}", file=sys.stderr)
+    return workspace, token
+
+
+def _create(root: Path, goal_id: str, scopes: list[str],
+            location: str = FILE) -> tuple[Workspace, str]:
+    """The part of init that writes: the log, its genesis, profiles, and the marker files."""
+    from loopx.work.profiles import packaged_profiles
+
+    wdir = root / WORKSPACE_DIR
+    root.mkdir(parents=True, exist_ok=True)
+    recorded = without_password(location)
+    workspace = Workspace(root, store_location=recorded)
+    store: Store
+    if location == FILE:
+        store = workspace.store()
+    else:
+        from loopx.kernel.store.postgres import PostgresStore
+
+        wdir.mkdir(exist_ok=True)
+        store = PostgresStore(location)
+    store.create()  # type: ignore[attr-defined]
+    with store:
+        token = bootstrap_log(Ledger(store), goal_id)
+    copy_profiles(packaged_profiles(), wdir / "lanes")
+    write_atomic(wdir / ".gitignore", GITIGNORE)
+    # Written last: a .loopx/ without it is an init that stopped early.
+    write_atomic(wdir / "workspace.json",
+                 json.dumps({"format_version": FORMAT_VERSION, "store": recorded,
+                             "contract_scopes": scopes}, indent=2) + "\n")
+    return workspace, token
+
+
+def undo_init(wdir: Path, existed: bool) -> str:
+    """Remove what a failed init (or copy) made in ``wdir`` (empty, or absent, when it began),
+    so it can simply run again; returns what the user should know about it."""
+    import shutil
+
+    try:
+        if existed:
+            for child in wdir.iterdir():
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child)
+                else:
+                    child.unlink()
+        elif wdir.exists():
+            shutil.rmtree(wdir)
+    except OSError:
+        return f"remove {wdir} before running `loopx init` again"
+    return NOTHING_CREATED
+
+
+def bootstrap_log(ledger: Ledger, goal_id: str) -> str:
+    """Write an empty log's genesis record and the packaged role profiles; returns the owner
+    token (show it once). Any store backend works, so tests can bootstrap a memory store.
+
+    Raises:
+        WorkspaceError: the log already has records.
+    """
+    from loopx.kernel.identity import Credentials
+    from loopx.kernel.tokens import new_token, token_digest
+    from loopx.work.profiles import packaged_profiles, parse_profile
+
+    token = new_token()
+    ledger.append_genesis({
+        "format_version": FORMAT_VERSION,
+        "goal_id": goal_id,
+        "owner_token_sha256": token_digest(token),
+        "loopx_version": __version__,
+    }, agent_id=OWNER_AGENT)
+    record_profiles(ledger, Credentials(OWNER_AGENT, token), {
+        name: parse_profile(name, data) for name, data in packaged_profiles().items()})
+    return token
+
+
+def _check_goal_id(goal_id: str) -> None:
+    from pydantic import TypeAdapter, ValidationError
+
+    from loopx.kernel.types import Identifier
+
+    try:
+        TypeAdapter(Identifier).validate_python(goal_id, strict=True)
+    except ValidationError as exc:
+        raise RecordRejected([FieldProblem("goal_id", exc.errors()[0]["msg"])]) from None
+
+
+def _check_contract_scopes(scopes: list[str] | None) -> list[str]:
+    from loopx.research.contract_scope import WHOLE_REPOSITORY, parse_contract_scopes
+
+    try:
+        return parse_contract_scopes(list(WHOLE_REPOSITORY) if scopes is None else list(scopes))
+    except ValueError as exc:
+        raise RecordRejected([FieldProblem("contract_scopes", str(exc))]) from None
+
+
+def record_profiles(ledger: Ledger, creds: Credentials,
+                    profiles: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Record the profiles that differ from those in force, as one owner batch.
+
+    Returns the records written (none when nothing changed).
+
+    Raises:
+        RecordRejected: a profile names a role that will not exist.
+        Unauthorized, Forbidden: the writer is not the owner.
+    """
+    from loopx.work.profiles import check_references, normal_profile
+
+    def plan(lanes: LaneState, who: Identity, now: str) -> list[dict[str, Any]]:
+        current = {role: normal_profile(p) for role, p in lanes["profiles"].items()}
+        check_references({p["role"]: p for p in profiles.values()}, set(current))
+        changed = [p for p in profiles.values() if current.get(p["role"]) != p]
+        if not changed:
+            return []
+        return ledger.prepare([{"schema_version": "lane_profile_v0", "payload": p}
+                               for p in sorted(changed, key=lambda p: p["role"])], who)
+
+    return ledger.write(creds, plan)

@@ -1,0 +1,90 @@
+"""``loopx store copy``: a workspace's log copied byte for byte to PostgreSQL or a directory."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from loopx.kernel.errors import StorageError, WorkspaceError
+from loopx.kernel.ledger import Ledger
+from loopx.kernel.store.base import Store
+from loopx.kernel.store.copy import Copied, copy_log
+from loopx.kernel.store.file import FileStore
+from loopx.kernel.store.location import (
+    FILE,
+    is_postgres,
+    parse_postgres,
+    redact,
+    without_password,
+)
+from loopx.workspace.create import undo_init
+from loopx.workspace.directory import WORKSPACE_DIR, Workspace
+from loopx.workspace.files import GITIGNORE, copy_profiles, write_atomic
+
+
+def copy_store(workspace: Workspace, to: str, *, use: bool = False) -> dict[str, Any]:
+    """Copy the workspace's log, byte for byte, to ``to``: a postgresql:// URL (its log named
+    by ``?log=``, else the goal id) or a directory that becomes a new workspace on a file log
+    (with this one's settings and role profiles). With ``use``, this workspace then records the
+    PostgreSQL copy as its store. Returns what ``loopx store copy --json`` prints.
+
+    Raises:
+        ConflictError: the target already holds records.
+        WorkspaceError: ``to`` is neither, ``use`` with a directory, or the directory is taken.
+        IntegrityError: the log does not verify, or the copy does not reach its head.
+        StorageError: either side refused.
+    """
+    with workspace.store() as source:
+        goal = Ledger(source).goal_id()
+        if is_postgres(to):
+            from loopx.kernel.store.postgres import PostgresStore
+
+            location = parse_postgres(to, default_log=goal).conninfo_with_log()
+            with PostgresStore(location) as target:
+                copied = copy_log(source, target)
+            shown = without_password(location)
+            if use:
+                _record_store(workspace, shown)
+        else:
+            if use:
+                raise WorkspaceError("--use switches to a PostgreSQL copy; a directory copy is "
+                                     "a workspace of its own (run commands there with -C)")
+            root = Path(to).expanduser().resolve()
+            root = root.parent if root.name == WORKSPACE_DIR else root
+            wdir = root / WORKSPACE_DIR
+            if wdir.exists() and any(wdir.iterdir()):
+                raise WorkspaceError(f"{wdir} already exists; copy into a new directory")
+            try:
+                copied = _copy_to_directory(workspace, source, root)
+            except OSError as exc:
+                raise StorageError.from_os(exc, "write", path=exc.filename or root,
+                                           outcome=undo_init(wdir, False)) from None
+            shown = str(root)
+    return {"from": redact(workspace.store_location if workspace.store_location != FILE
+                           else str(workspace.dir)),
+            "to": shown, "records": copied.records,
+            "head": {"seq": copied.head_seq, "hash": copied.head_hash}, "used": use}
+
+
+def _copy_to_directory(workspace: Workspace, source: Store, root: Path) -> Copied:
+    wdir = root / WORKSPACE_DIR
+    root.mkdir(parents=True, exist_ok=True)
+    with FileStore(wdir) as target:
+        copied = copy_log(source, target)
+    copy_profiles({p.name: p.read_bytes() for p in sorted(workspace.lanes_dir.glob("*.toml"))},
+                  wdir / "lanes")
+    write_atomic(wdir / ".gitignore", GITIGNORE)
+    settings = json.loads((workspace.dir / "workspace.json").read_text())
+    write_atomic(wdir / "workspace.json", json.dumps({**settings, "store": FILE}, indent=2) + "\n")
+    return copied
+
+
+def _record_store(workspace: Workspace, location: str) -> None:
+    """Point ``workspace.json`` at ``location`` (no password), keeping every other setting."""
+    config = workspace.dir / "workspace.json"
+    settings = json.loads(config.read_text())
+    write_atomic(config, json.dumps({**settings, "store": without_password(location)},
+                                    indent=2) + "\n")
+    shutil.rmtree(workspace.dir / "checkpoints", ignore_errors=True)  # positions of the old log
