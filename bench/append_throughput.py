@@ -29,6 +29,11 @@ What it measures
     todo, so every append authenticates the token, folds the new records of the other
     writers and runs the write checks.
 
+    With ``--cpu-control``, a third run per repetition is the baseline again, each append
+    first burning (busy, on the thread's CPU clock) the CPU time per append loopx spent beyond
+    the baseline in the same repetition: a lock-free writer with loopx's CPU cost. If its ratio
+    is near loopx's, the lock and the sync are not what limits loopx; the CPU per append is.
+
     Separately, before each cell of each repetition, the parent times ``os.fdatasync`` of a
     one-line append in the same directory; the table shows its median and p90.
 
@@ -39,6 +44,7 @@ Verdict
 Run
     python bench/append_throughput.py                # defaults, about a minute
     python bench/append_throughput.py --reps 3 --appends 100 --no-checked   # quick check
+    python bench/append_throughput.py --no-checked --cpu-control   # is it the lock or the CPU?
 """
 
 from __future__ import annotations
@@ -158,6 +164,8 @@ def run_job(job: tuple, barrier) -> tuple[float, float, float, float, int]:
         t1, cpu1 = time.monotonic(), _usage()
         ledger.store.close()
     else:
+        # 'baseline', or 'control': the baseline after burning ``writer`` seconds of CPU
+        spin = writer if impl == "control" else 0.0
         fd = os.open(os.path.join(path, "data.jsonl"),
                      os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         data = (b"x" * (line_len - 1) + b"\n") * batch
@@ -165,6 +173,10 @@ def run_job(job: tuple, barrier) -> tuple[float, float, float, float, int]:
         t0, cpu0 = time.monotonic(), _usage()
         for _ in range(appends):
             a = time.perf_counter()
+            if spin:
+                until = time.thread_time() + spin
+                while time.thread_time() < until:
+                    pass
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
@@ -265,12 +277,15 @@ def run_checked(pool: Pool, run_dir: Path, text_bytes: int, procs: int, batch: i
 
 
 def run_baseline(pool: Pool, run_dir: Path, procs: int, batch: int, appends: int,
-                 line_len: int) -> tuple[float, float, float, float]:
-    """One baseline run; returns (records/s, median append latency, CPU seconds and context
+                 line_len: int, spin: float | None = None) -> tuple[float, float, float, float]:
+    """One baseline run (with ``spin``, the CPU control: each append first burns ``spin``
+    seconds of CPU); returns (records/s, median append latency, CPU seconds and context
     switches per append)."""
-    path = run_dir / "baseline"
+    impl = "baseline" if spin is None else "control"
+    path = run_dir / impl
     path.mkdir()
-    wall, lat, cpu, csw = run_all(pool, "baseline", path, batch, appends, line_len, 0)
+    wall, lat, cpu, csw = run_all(pool, impl, path, batch, appends, line_len, 0,
+                                  None if spin is None else [spin] * procs)
     size = (path / "data.jsonl").stat().st_size
     if size != procs * batch * appends * line_len:
         raise RuntimeError(f"baseline wrote {size} bytes, expected "
@@ -300,6 +315,9 @@ def main() -> None:
                     help="fdatasync probes per cell per repetition (default 40)")
     ap.add_argument("--no-checked", dest="checked", action="store_false",
                     help="skip the full checked-path (Ledger.append of drafts) runs")
+    ap.add_argument("--cpu-control", action="store_true",
+                    help="also run the raw baseline burning, before each append, the CPU "
+                         "loopx spent per append beyond raw in the same repetition")
     add_temp_root_options(ap)
     args = ap.parse_args()
 
@@ -313,7 +331,8 @@ def main() -> None:
     res: dict[tuple[int, int], dict[str, list[float]]] = {
         c: {"lx": [], "bl": [], "ratio": [], "lx_lat": [], "bl_lat": [], "bytes": [],
             "fsync": [], "ck": [], "ck_ratio": [], "ck_lat": [], "lx_cpu": [], "bl_cpu": [],
-            "lx_csw": [], "bl_csw": [], "ck_cpu": []} for c in cells}
+            "lx_csw": [], "bl_csw": [], "ck_cpu": [], "ctl": [], "ctl_ratio": []}
+        for c in cells}
     started = time.monotonic()
     run_no = 0
     with temp_root("loopx-bench-append-", args) as root:
@@ -345,6 +364,12 @@ def main() -> None:
                                 r["bl"].append(rate)
                                 r["bl_lat"].append(lat)
                         r["ratio"].append(r["lx"][-1] / r["bl"][-1])
+                        if args.cpu_control:
+                            spin = max(0.0, r["lx_cpu"][-1] - r["bl_cpu"][-1])
+                            rate = run_baseline(pool, run_dir, procs, batch, n, line_len[cell],
+                                                spin)[0]
+                            r["ctl"].append(rate)
+                            r["ctl_ratio"].append(rate / r["bl"][-1])
                         if args.checked:
                             rate, lat, cpu = run_checked(pool, run_dir, text_bytes, procs,
                                                          batch, n)
@@ -396,6 +421,17 @@ def main() -> None:
             print(f"{cell[0]:>5} {cell[1]:>5} | {med(r['ck']):>13.0f} {ratio:>6.2f} "
                   f"{spread:>11} {'ok' if ratio >= TARGET else 'LOW':>6} | "
                   f"{med(r['ck_lat']) * 1e3:>10.2f} | {med(r['ck_cpu']) * 1e6:>10.0f}")
+    if args.cpu_control:
+        print()
+        print("CPU control: the raw baseline (no lock, no sealing) after burning, before each "
+              "append, the CPU loopx spent per append beyond raw in the same repetition")
+        print(f"{'procs':>5} {'batch':>5} | {'control rec/s':>13} {'/ raw':>6} {'[min-max]':>11} "
+              f"| {'loopx / raw':>11}")
+        for cell in cells:
+            r = res[cell]
+            spread = f"[{min(r['ctl_ratio']):.2f}-{max(r['ctl_ratio']):.2f}]"
+            print(f"{cell[0]:>5} {cell[1]:>5} | {med(r['ctl']):>13.0f} "
+                  f"{med(r['ctl_ratio']):>6.2f} {spread:>11} | {med(r['ratio']):>11.2f}")
     print()
     print("ratio = median over reps of (loopx rec/s / raw rec/s) from back-to-back runs; rec/s "
           "and latencies are medians over reps")
