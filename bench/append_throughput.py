@@ -40,6 +40,8 @@ What it measures
 Verdict
     ``ratio`` = loopx records/s / baseline records/s, the median of the per-repetition paired
     ratios (target >= 0.5 at 1 and 8 writers). Records/s columns are medians over repetitions.
+    ``CPU us/app`` and ``ctx sw/app`` are the writer processes' user + system CPU time and
+    context switches during the timed run (getrusage), per append: the cost behind the ratio.
 
 Run
     python bench/append_throughput.py                # defaults, about a minute
