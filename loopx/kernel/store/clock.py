@@ -116,7 +116,16 @@ def stamp(anchor: Anchor | None, head_ts: str | None, wall: str,
 
 def _seconds(ts: str) -> float:
     """A store timestamp as seconds since the epoch (exact to the microsecond it carries)."""
-    return datetime.fromisoformat(ts[:-1]).replace(tzinfo=UTC).timestamp()
+    # The anchor's ts is the wall time the previous append parsed: remembered, not re-parsed.
+    seconds = _parsed.get(ts)
+    if seconds is None:
+        if len(_parsed) >= 4:
+            _parsed.clear()
+        seconds = _parsed[ts] = datetime.fromisoformat(ts[:-1]).replace(tzinfo=UTC).timestamp()
+    return seconds
+
+
+_parsed: dict[str, float] = {}
 
 
 class AnchorFile:
@@ -126,6 +135,8 @@ class AnchorFile:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd: int | None = None
+        # The bytes last read or written and their anchor: an unchanged file is not re-parsed.
+        self._last: tuple[bytes, Anchor | None] = (b"", None)
 
     def _open(self) -> int:
         if self._fd is None:
@@ -135,18 +146,24 @@ class AnchorFile:
     def read(self) -> Anchor | None:
         """The anchor, or None if there is none or it cannot be read (torn, foreign)."""
         try:
-            fields = os.pread(self._open(), _SIZE, 0).decode().split()
-            boot_id, mono_ns, ts, seen = fields
-            return Anchor(boot_id, int(mono_ns), ts, None if seen == "-" else float(seen))
+            data = os.pread(self._open(), _SIZE, 0)
+            if data == self._last[0]:
+                return self._last[1]
+            boot_id, mono_ns, ts, seen = data.decode().split()
+            anchor = Anchor(boot_id, int(mono_ns), ts, None if seen == "-" else float(seen))
         except (OSError, ValueError):
             return None
+        self._last = (data, anchor)
+        return anchor
 
     def write(self, anchor: Anchor) -> None:
         """Rewrite the anchor (no fsync: after a crash the boot id changes anyway). One line,
         ``boot-id monotonic-ns ts flagged-offset`` (``-`` for none), padded to a fixed size."""
         seen = "-" if anchor.flagged_offset is None else repr(anchor.flagged_offset)
         line = f"{anchor.boot_id} {anchor.mono_ns} {anchor.ts} {seen}\n".encode()
-        os.pwrite(self._open(), line.ljust(_SIZE), 0)
+        data = line.ljust(_SIZE)
+        os.pwrite(self._open(), data, 0)
+        self._last = (data, anchor)
 
     def close(self) -> None:
         """Close the descriptor (a later read or write opens it again)."""

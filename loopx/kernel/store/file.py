@@ -55,6 +55,7 @@ class FileStore(SegmentReader):
         self._fd_segment: int | None = None
         self._anchor = AnchorFile(self.dir / "clock")
         self._skew_bound: float | None = None
+        self._seen: tuple[int, int] | None = None  # (segment, size) the head search saw
 
     def now(self) -> str:
         """The time an append made now would get, before the never-go-back rule: the wall
@@ -139,6 +140,7 @@ class FileStore(SegmentReader):
     def _append_locked(self, batch: Sequence[Record | Encoded] | BatchBuilder,
                        expect_seq: int | None
                        ) -> tuple[int, Sequence[Record | Encoded], list[Record]]:
+        self._seen = None
         head, seg, committed_end = self._find_head()
         if expect_seq is not None and head.seq != expect_seq:
             raise ConflictError(f"log is at seq {head.seq}, not the expected {expect_seq}",
@@ -153,7 +155,9 @@ class FileStore(SegmentReader):
             self.create()
             seg = 1
         fd = self._open_segment(seg)
-        size = os.fstat(fd).st_size
+        # Under the lock nobody writes: the size the head search found is still the size.
+        size = self._seen[1] if self._seen is not None and self._seen[0] == seg \
+            else os.fstat(fd).st_size
         batches: list[Sequence[Record | Encoded]] = [records]
         torn = b""
         if size > committed_end:
@@ -201,7 +205,9 @@ class FileStore(SegmentReader):
 
     def _segment_size(self, seg: int) -> int:
         if self._fd_segment == seg and self._fd is not None:
-            return os.fstat(self._fd).st_size  # the segment this store appends to, held open
+            size = os.fstat(self._fd).st_size  # the segment this store appends to, held open
+            self._seen = (seg, size)
+            return size
         return super()._segment_size(seg)
 
     def _pread(self, seg: int, start: int, end: int) -> bytes:
