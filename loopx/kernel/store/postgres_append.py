@@ -3,10 +3,10 @@ last saw, under the head row's lock when that keeps failing, and idempotently by
 an acknowledgement was lost.
 
 An optimistic append seals the batch (its builder run against the known head, so the write
-checks see that head) and sends one pipeline: BEGIN, ``loopx_append`` (rows in and head moved
-only if the head is still the one sealed against), COMMIT, and a tiny write that waits for the
-WAL flush. When the head has moved nothing is written; the answer brings the new head and the
-lines in between, and the builder runs again on them.
+checks see that head) and sends one statement in autocommit, ``loopx_append``: rows in and head
+moved only if the head is still the one sealed against, committed and flushed before it
+answers, like a plain INSERT. When the head has moved nothing is written; the answer brings the
+new head and the lines in between, and the builder runs again on them.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ from loopx.kernel.store.postgres_sql import (
     LOCK_HEAD,
     SCHEMA,
     SYNC,
-    SYNC_IF,
     WRITE,
 )
 
@@ -169,27 +168,26 @@ class PgAppender(PgSession):
             return [] if fresh or _same(self._read_head(conn), head) else None
         sealed = seal([records], head, now)
         lines = sealed.data.split(b"\n")[:-1]
-        testing = bool(os.environ.get(FAULT_ENV))
+        params = (self.log, head.seq, head.hash, None if self._clock else clock, CLOCK_SLACK,
+                  self.channel, sealed.head_hash, sealed.head_ts, CATCH_UP,
+                  *columns(sealed.records).values(), lines)
         action = None
         committing = False
         try:
-            with conn.pipeline() as pipe:
-                conn.execute("BEGIN")
-                cur = conn.execute(APPEND, (
-                    self.log, head.seq, head.hash, None if self._clock else clock, CLOCK_SLACK,
-                    self.channel, sealed.head_hash, sealed.head_ts, CATCH_UP,
-                    *columns(sealed.records).values(), lines))
-                if testing:
-                    pipe.sync()
-                    action = fault("pg-commit")  # pause: rows in, head locked, no COMMIT
-                    if action == "reset":  # the connection drops before COMMIT is sent
-                        conn.close()
-                        raise psycopg.OperationalError("test fault: connection lost before "
-                                                       "COMMIT")
+            if os.environ.get(FAULT_ENV):  # tests: the same call in an explicit transaction
+                with conn.pipeline():
+                    conn.execute("BEGIN")
+                    cur = conn.execute(APPEND, params)
+                action = fault("pg-commit")  # pause: rows in, head locked, no COMMIT
+                if action == "reset":  # the connection drops before COMMIT is sent
+                    conn.close()
+                    raise psycopg.OperationalError("test fault: connection lost before COMMIT")
                 committing = True
                 conn.execute("COMMIT")
-                # Durable before acknowledged: see SYNC_IF (it follows our commit record).
-                conn.execute(SYNC_IF, (self.log, sealed.records[0]["record_id"]))
+            else:
+                # One statement in autocommit: it returns once committed and flushed.
+                committing = True
+                cur = conn.execute(APPEND, params)
             row = cur.fetchone()
         except (pe.UndefinedFunction, pe.UndefinedTable):
             self._rollback(conn)
@@ -201,7 +199,7 @@ class PgAppender(PgSession):
             return stored
         except psycopg.Error as exc:
             # The server's own refusal means nothing was committed; a lost connection while
-            # COMMIT was on its way leaves the outcome to be looked up.
+            # the statement (or COMMIT) was on its way leaves the outcome to be looked up.
             if committing and (getattr(exc, "sqlstate", None) is None or transient(exc)):
                 raise _Unknown(sealed.records, exc) from None
             self._rollback(conn)

@@ -36,8 +36,9 @@ CREATE TABLE IF NOT EXISTS loopx_sync (
 # Otherwise nothing is written and the answer carries the head (and, when few, the lines the
 # client has not seen) so that it can rebuild the batch without another query. The clock the
 # client read (p_now: its estimate of this server's clock) must be within p_slack seconds of
-# the server's, or nothing is written either ('clock'). The commit does not wait for the disk
-# (the head row is free for the next writer at once); the client waits for the flush after it.
+# the server's, or nothing is written either ('clock'). Called on its own in autocommit, its
+# commit waits for the WAL flush under the session's synchronous_commit (on or stronger), as a
+# plain INSERT's does, before the answer is sent.
 APPEND_FUNCTION = f"""
 CREATE OR REPLACE FUNCTION loopx_append(
     p_log text, p_seq bigint, p_hash text, p_now text, p_slack double precision,
@@ -82,7 +83,6 @@ BEGIN
          AS t(seq, batch_end, record_id, prev_hash, hash, line);
     UPDATE loopx_head SET seq = p_seqs[n], hash = p_head_hash, ts = p_ts WHERE log = p_log;
     PERFORM pg_notify(p_channel, p_seqs[n]::text);
-    PERFORM set_config('synchronous_commit', 'off', true);
     o_status := 'ok';
     o_seq := p_seqs[n];
     o_hash := p_head_hash;
@@ -120,17 +120,9 @@ WHERE log = %(log)s
 RETURNING pg_notify(%(channel)s, %(head_seq)s::text)
 """
 # One row per server process: a tiny write that makes its transaction's COMMIT wait for the
-# WAL flush, without contending with other writers. SYNC_IF writes (and so waits) only when
-# the batch named by its first record id is committed: a refused optimistic append does not
-# wait for the disk.
+# WAL flush, without contending with other writers.
 SYNC = """
 INSERT INTO loopx_sync (pid, n) VALUES (pg_backend_pid(), 1)
-ON CONFLICT (pid) DO UPDATE SET n = loopx_sync.n + 1
-"""
-SYNC_IF = """
-INSERT INTO loopx_sync (pid, n)
-SELECT pg_backend_pid(), 1
-WHERE EXISTS (SELECT 1 FROM loopx_record WHERE log = %s AND record_id = %s)
 ON CONFLICT (pid) DO UPDATE SET n = loopx_sync.n + 1
 """
 SERVER_NOW = f"SELECT {CLOCK}"
