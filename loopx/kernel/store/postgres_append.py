@@ -122,7 +122,6 @@ class PgAppender(PgSession):
                     if written is not None:
                         return written
                     refused += 1
-                    self._contended = CONTENDED_RUN
                     continue
             except _Missing:
                 self.create()
@@ -217,8 +216,10 @@ class PgAppender(PgSession):
             return sealed.records
         if status == "clock":
             self._set_offset(server_now, time.time())
-        elif ahead:
-            self._ahead = (head.seq + 1, [bytes(line) for line in ahead])
+        else:  # moved: other writers are getting in first
+            self._contended = CONTENDED_RUN
+            if ahead:
+                self._ahead = (head.seq + 1, [bytes(line) for line in ahead])
         if expect_seq is not None and seq != expect_seq:
             raise _conflict(seq, expect_seq)
         return None
