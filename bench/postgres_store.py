@@ -14,7 +14,8 @@ What it measures
             a cycle is study.ask(); trial.suggest_float; study.tell(), RandomSampler.
             Goal: loopx/optuna >= 2.
     append  loopx: ``PostgresStore.append([record])``, one ~300-byte record per append through
-            the full path (encode, lock the head, seal, insert, commit). raw: the same lines
+            the full path (encode, seal against the known head, the conditional insert and
+            head move, commit, flush; again on a moved head). raw: the same lines
             as ``INSERT INTO bench_raw (...) VALUES (...)`` on an autocommit connection, each
             its own transaction (one round trip, one commit): the plain INSERT+COMMIT loop.
             Goal: loopx/raw >= 0.5.

@@ -162,6 +162,40 @@ def test_a_retried_batch_returns_the_stored_one_and_a_reused_id_is_refused(pg: A
     assert pg.head().seq == 2
 
 
+def test_an_overtaken_append_is_rebuilt_on_the_head_that_overtook_it(pg: Any,
+                                                                     pg_url: str) -> None:
+    from loopx.kernel.store.postgres import PostgresStore
+
+    pg.append([unsealed(n=0)])  # pg now knows head 1
+    with PostgresStore(pg_url) as other:
+        other.append([unsealed(n=1)])  # the head moves to 2 behind pg's back
+    heads: list[int] = []
+    seen: list[list[int]] = []
+
+    def build(head: Any, now: str) -> list[dict[str, Any]]:
+        heads.append(head.seq)
+        seen.append([r["payload"]["detail"]["n"] for r, _ in pg.read()])
+        return [unsealed(n=2)]
+
+    [record] = pg.append(build)
+    # Built first on the head pg knew; refused with nothing written; rebuilt on the new head,
+    # whose record the builder read from the lines the refusal brought back.
+    assert heads == [1, 2] and seen == [[0], [0, 1]]
+    assert record["seq"] == 3 and [r["seq"] for r, _ in pg.read()] == [1, 2, 3]
+    assert verify_store(pg, workspace_rules=False).ok
+
+
+def test_a_client_clock_estimate_that_is_off_is_corrected_not_stamped(pg: Any) -> None:
+    from loopx.kernel.canonical import parse_ts
+
+    pg.append([unsealed(n=0)])
+    pg._offset += 3600.0  # this host's idea of the server clock is an hour fast
+    [record] = pg.append([unsealed(n=1)])
+    drift = parse_ts(record["ts"]).timestamp() - parse_ts(pg.now()).timestamp()
+    assert -5 < drift < 1  # stamped with the server's clock, not the estimate
+    assert abs(pg._offset) < 60
+
+
 def test_a_dropped_connection_is_reopened(pg: Any, pg_url: str) -> None:
     import psycopg
 

@@ -1,0 +1,168 @@
+"""The PostgreSQL store's connection: opening it with the settings an acknowledgement relies
+on, this server's clock as seen from here, bounded retries after transient failures, and
+failures turned into loopx errors without credentials.
+
+psycopg is imported in the PostgreSQL modules only, so only a ``postgresql://`` store needs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+from loopx.kernel.canonical import format_ts, parse_ts
+from loopx.kernel.errors import LockTimeout, StorageError
+from loopx.kernel.store.base import Clock
+from loopx.kernel.store.location import parse_postgres, redact
+from loopx.kernel.store.postgres_sql import CLOCK
+
+if TYPE_CHECKING:
+    import psycopg
+
+_T = TypeVar("_T")
+
+# SQLSTATE classes after which trying again on a new connection can succeed: the connection
+# broke (08), the server is shutting down or starting (57P01-57P03), too many connections (53300).
+_TRANSIENT = ("08", "57P01", "57P02", "57P03", "53300")
+
+
+class PgSession:
+    """One connection to the server holding a log, reopened as needed. One per thread."""
+
+    def __init__(self, location: str, *, clock: Clock | None = None, lock_timeout: float = 60.0,
+                 retry_seconds: float = 30.0, connect_timeout: float = 10.0) -> None:
+        parsed = parse_postgres(location)
+        self.log = parsed.log
+        self.display = parsed.display  # the location without its password
+        self.channel = f"loopx:{self.log}"
+        self._conninfo = parsed.conninfo
+        self._clock = clock  # None: the server's clock (``clock_timestamp()``)
+        self.lock_timeout = lock_timeout
+        self.retry_seconds = retry_seconds
+        self.connect_timeout = connect_timeout
+        self._conn: psycopg.Connection[Any] | None = None
+        self._mutex = threading.RLock()
+        self._listening = False
+        self._offset = 0.0  # the server's clock minus this host's, in seconds
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        import psycopg
+
+        conn = psycopg.connect(self._conninfo, autocommit=True, application_name="loopx",
+                               connect_timeout=max(1, int(self.connect_timeout)))
+        # An acknowledgement must mean the commit is on disk: never let a session default of
+        # synchronous_commit=off weaken it (stronger settings, such as remote_apply, are kept).
+        # A writer stuck mid-transaction (stopped, hung) must not hold the log forever.
+        limit = f"{int(self.lock_timeout * 1000)}ms"
+        before = time.time()
+        row = conn.execute(
+            "SELECT current_setting('synchronous_commit'),"
+            " set_config('lock_timeout', %s, false),"
+            f" set_config('idle_in_transaction_session_timeout', %s, false), {CLOCK}",
+            (limit, limit)).fetchone()
+        after = time.time()
+        if row is None or row[0] == "off":
+            conn.execute("SET synchronous_commit = on")
+        if row is not None:
+            self._set_offset(str(row[3]), (before + after) / 2)
+        self._conn = conn
+        self._listening = False
+        return conn
+
+    def _set_offset(self, server_now: str, local: float) -> None:
+        self._offset = parse_ts(server_now).timestamp() - local
+
+    def _server_now(self) -> str:
+        """This server's clock as estimated here (read at connect; corrected when the server
+        refuses an append for being off), or the test clock given."""
+        if self._clock is not None:
+            return self._clock()
+        return format_ts(datetime.now(UTC) + timedelta(seconds=self._offset))
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):  # a broken connection may fail to close
+                conn.close()
+
+    def _retrying(self, doing: str, step: Callable[[psycopg.Connection[Any]], _T], *,
+                  outcome: str = "") -> _T:
+        """Run ``step`` on a connection, reconnecting after a transient failure until
+        ``retry_seconds`` have passed; anything else becomes a loopx error."""
+        import psycopg
+
+        deadline = time.monotonic() + self.retry_seconds
+        delay = 0.05
+        while True:
+            try:
+                with self._mutex:
+                    return step(self._connection())
+            except psycopg.Error as exc:
+                self._drop_if_broken(exc)
+                if not transient(exc) or time.monotonic() + delay > deadline:
+                    self._fail(exc, doing, outcome)
+            delay = backoff(delay)
+
+    def _drop_if_broken(self, exc: Exception) -> None:
+        conn = self._conn
+        if conn is None or conn.closed or conn.broken or transient(exc):
+            self._drop()
+
+    def _fail(self, exc: Exception, doing: str, outcome: str) -> NoReturn:
+        import psycopg.errors as pe
+
+        if isinstance(exc, pe.LockNotAvailable):
+            raise LockTimeout(f"could not lock the log {self.log!r} on {self.display} in "
+                              f"{self.lock_timeout:g} s",
+                              hint="another writer may be stuck; a stuck transaction ends after "
+                                   "the same time") from None
+        state = getattr(exc, "sqlstate", None) or ("28000" if _auth_problem(exc) else "08001")
+        reason = redact(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+        raise StorageError(f"cannot {doing} the PostgreSQL store {self.display}: {reason}",
+                           path=self.display, errno_name=state, hint=_hint(state),
+                           outcome=outcome) from None
+
+
+def backoff(delay: float) -> float:
+    """Sleep about ``delay`` (jittered) and return the next, doubled up to 2 s."""
+    time.sleep(delay * (0.5 + random.random()))
+    return min(delay * 2, 2.0)
+
+
+def transient(exc: Exception) -> bool:
+    """Whether trying again on a new connection can succeed after ``exc``."""
+    import psycopg
+
+    state = getattr(exc, "sqlstate", None)
+    if state is None:
+        # No SQLSTATE: the client lost or could not open the connection.
+        return isinstance(exc, psycopg.OperationalError) and not _auth_problem(exc)
+    return state.startswith(_TRANSIENT)
+
+
+def _auth_problem(exc: Exception) -> bool:
+    """Refused at login (no SQLSTATE reaches a client that never connected): retrying the same
+    credentials cannot help."""
+    text = str(exc)
+    return any(words in text for words in ("password authentication failed",
+                                           "no password supplied", "authentication failed",
+                                           "does not exist", "no pg_hba.conf entry"))
+
+
+def _hint(state: str) -> str:
+    if state.startswith("28"):
+        return ("check the user and the password: loopx takes it from LOOPX_STORE, PGPASSWORD or "
+                "~/.pgpass, never from workspace.json")
+    if state == "3D000":
+        return "create the database first (createdb), or fix the database name in the URL"
+    if state.startswith("42"):
+        return "the loopx tables are missing or not readable by this user: check its grants"
+    return ("check that the server is running and reachable from this host (host, port, "
+            "pg_hba.conf); loopx retried for a while before giving up")
