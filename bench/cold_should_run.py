@@ -27,6 +27,7 @@ Verdict (medians of per-repetition ratios, each command against the base of its 
 Run
     python bench/cold_should_run.py                   # defaults: about 8 minutes (the board)
     python bench/cold_should_run.py --big 20000 --reps 5
+    python bench/cold_should_run.py --commands should-run,status   # without the board
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from temp_root import add_temp_root_options, temp_root
 GOAL = 3.0
 TODO_BATCH = 500
 FILLER_BATCH = 1000
+COMMANDS = ("should-run", "status", "board")
 
 
 def build(root: Path, records: int) -> Path:
@@ -138,8 +140,13 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=1_000, help="records in the small log")
     parser.add_argument("--big", type=int, default=100_000, help="records in the big log")
     parser.add_argument("--reps", type=int, default=11, help="timed repetitions per case")
+    parser.add_argument("--commands", default=",".join(COMMANDS),
+                        help="comma-separated commands to time, of: " + ", ".join(COMMANDS))
     add_temp_root_options(parser)
     args = parser.parse_args()
+    chosen = [c.strip() for c in args.commands.split(",") if c.strip()]
+    if not chosen or set(chosen) - set(COMMANDS):
+        parser.error(f"--commands takes a list of: {', '.join(COMMANDS)}")
 
     with temp_root("loopx-bench-cold-", args) as root:
         t0 = time.perf_counter()
@@ -156,12 +163,14 @@ def main() -> None:
         sink = root / "board.html"
         cases: dict[str, tuple[list[str], Path | None]] = {"base": ([sys.executable, "-c",
                                                                      "pass"], None)}
-        for size in (small, big):
+        for size in (small, big) if "should-run" in chosen else ():
             ws = str(logs[size])
             cases[f"should-run {size}"] = ([*loopx, "-C", ws, "quota", "should-run",
                                             "--agent-id", "ex-0", "--json"], None)
-        cases[f"status {big}"] = ([*loopx, "-C", str(logs[big]), "status", "--json"], None)
-        cases[f"board {big}"] = ([*loopx, "-C", str(logs[big]), "board"], sink)
+        if "status" in chosen:
+            cases[f"status {big}"] = ([*loopx, "-C", str(logs[big]), "status", "--json"], None)
+        if "board" in chosen:
+            cases[f"board {big}"] = ([*loopx, "-C", str(logs[big]), "board"], sink)
         for name, (argv, out) in cases.items():  # untimed: fill the bytecode cache, checkpoints
             check(name, timed(argv, env, out)[1], sink)
         times: dict[str, list[float]] = {name: [] for name in cases}

@@ -177,7 +177,7 @@ def status(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     """One screen of the campaign: agents, leases held, todos by state, profile drift."""
     from loopx.governance.state import current_contract
     from loopx.work.agents import agent_rows
-    from loopx.work.todos import counts_by_state, todo_rows
+    from loopx.work.todos import counts_by_state, held_rows
 
     state = ctx.ledger.state()
     lanes, now = state["lanes"], ctx.ledger.now()
@@ -194,7 +194,7 @@ def status(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
         "todos": counts_by_state(lanes, now),
         "leases": [{k: row[k] for k in ("todo_id", "holder", "epoch", "lease_expires_at",
                                         "state")}
-                   for row in todo_rows(lanes, now, states=("claimed", "expired"))],
+                   for row in held_rows(lanes, now)],
         "profiles_not_applied": _profile_drift(ctx, lanes),
     }
 
