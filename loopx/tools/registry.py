@@ -83,7 +83,8 @@ TOOLS: dict[str, Tool] = {}
 # first use, so a hot call such as `quota.should_run` does not pay for defining every tool.
 TOOL_MODULES: dict[str, str] = {
     **dict.fromkeys(("record", "verify"), "kernel"),
-    **dict.fromkeys(("agent", "todo", "status", "lanes"), "lanes"),
+    **dict.fromkeys(("agent", "todo", "lanes"), "lanes"),
+    "status": "status",
     "quota": "quota",
     **dict.fromkeys(("contract", "action", "approvals", "usage", "finding", "campaign"),
                     "governance"),

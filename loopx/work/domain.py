@@ -71,7 +71,7 @@ def checks() -> dict[str, Check]:
 DOMAIN = Domain(
     name="work",
     slices={**{name: dict for name in state.SLICES}, todo_index.SLICE: todo_index.initial},
-    folds=todo_index.indexed(state.FOLDS),
+    folds=state.FOLDS,
     checks=checks,
     kinds=kinds,
     # The write rules load with the first write (or verify); a read never runs them.

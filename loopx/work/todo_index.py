@@ -9,16 +9,15 @@ slice it is a pure function of the log, and updates are copy-on-write (overlay-s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from typing import Any
 
-from loopx.work.state import DONE, LaneState
-
 SLICE = "todo_index"
-# The kinds whose fold changes a todo's status or blockers.
+# The kinds whose fold changes a todo's status or blockers (loopx.work.state calls
+# :func:`reindex` for every todo such a record names).
 INDEXED = ("todo_item_v0", "auto_research_lane_claim_v1", "todo_event_v0", "todo_change_v0")
 
-Fold = Callable[[LaneState, dict[str, Any], dict[str, Any]], None]
+# A todo in one of these statuses is done for good.
+DONE = ("completed", "failed", "cancelled")
 
 
 def initial() -> dict[str, Any]:
@@ -26,29 +25,9 @@ def initial() -> dict[str, Any]:
     return {"counts": {}, "claimed": [], "waiting": []}
 
 
-def indexed(folds: Mapping[str, Fold]) -> dict[str, Fold]:
-    """``folds`` with the todo kinds' handlers also keeping the index up to date."""
-    return {kind: _keeping_index(fold) if kind in INDEXED else fold
-            for kind, fold in folds.items()}
-
-
-def _keeping_index(fold: Fold) -> Fold:
-    def keep(state: LaneState, record: dict[str, Any], p: dict[str, Any]) -> None:
-        todos = state["todos"]
-        # Every todo the record may change: its own, and the one a new todo unblocks.
-        ids = {i for i in (record.get("todo_id"), p.get("todo_id"), p.get("unblocks_todo_id"))
-               if isinstance(i, str)}
-        before = {i: todos.get(i) for i in ids}
-        fold(state, record, p)
-        for i in ids:
-            _reindex(state[SLICE], i, before[i], todos.get(i))
-
-    keep.__doc__ = fold.__doc__
-    return keep
-
-
-def _reindex(index: dict[str, Any], todo_id: str, before: dict[str, Any] | None,
-             after: dict[str, Any] | None) -> None:
+def reindex(index: dict[str, Any], todo_id: str, before: dict[str, Any] | None,
+            after: dict[str, Any] | None) -> None:
+    """Move ``todo_id`` in ``index`` from its entry ``before`` a record to ``after`` it."""
     was = None if before is None else before["status"]
     now = None if after is None else after["status"]
     if was != now:
