@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from loopx.governance.tool_risks import TOOL_RISKS, RiskClass
 from loopx.kernel.errors import FieldProblem, RecordRejected, UsageProblem
+from loopx.kernel.plain import Frozen, Value
 
 if TYPE_CHECKING:
     from loopx.kernel.checks import Credentials
@@ -18,13 +19,16 @@ if TYPE_CHECKING:
 
 
 
-@dataclass
-class ToolContext:
+class ToolContext(Value):
     """What a tool runs against: the workspace, and the caller's credentials for writes."""
 
-    workspace: Workspace
-    creds: Credentials | None = None
-    _ledger: Ledger | None = field(default=None, repr=False)
+    _fields = ("workspace", "creds")
+
+    def __init__(self, workspace: Workspace, creds: Credentials | None = None,
+                 _ledger: Ledger | None = None) -> None:
+        self.workspace = workspace
+        self.creds = creds
+        self._ledger = _ledger
 
     @property
     def ledger(self) -> Ledger:
@@ -56,16 +60,21 @@ class ToolContext:
             self._ledger.store.close()
 
 
-@dataclass(frozen=True)
-class Tool:
+class Tool(Frozen):
     """A registered operation. ``params`` is a dataclass; ``run`` returns JSON-ready data."""
 
+    _fields = ("name", "risk", "summary", "params", "run", "writes")
     name: str
     risk: RiskClass
     summary: str
     params: type[Any]
     run: Callable[[ToolContext, Any], dict[str, Any]]
     writes: bool
+
+    def __init__(self, name: str, risk: RiskClass, summary: str, params: type[Any],
+                 run: Callable[[ToolContext, Any], dict[str, Any]], writes: bool) -> None:
+        self.__dict__.update(name=name, risk=risk, summary=summary, params=params, run=run,
+                             writes=writes)
 
     @property
     def read_only(self) -> bool:
