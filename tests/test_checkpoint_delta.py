@@ -110,3 +110,16 @@ def test_a_big_delta_is_a_whole_save(tmp_path: Path, monkeypatch: Any) -> None:
     assert save_checkpoint(path, partly, VERSION)
     assert not delta_path(path).exists()
     assert json.dumps(load(path).parts) == json.dumps(expected.parts)
+
+
+def test_a_table_empty_when_loaded_is_saved_whole(tmp_path: Path, monkeypatch: Any) -> None:
+    path = tmp_path / "cp.sqlite"
+    save_checkpoint(path, state(), VERSION)
+    loaded = load(path)
+    loaded["lanes"]["empty"].update(a=1, b=2)
+    monkeypatch.setattr(checkpoint_delta, "DELTA_MAX_BYTES", 10)
+    assert save_checkpoint(path, loaded, VERSION)  # a whole file, holding a and b
+    monkeypatch.undo()
+    del loaded["lanes"]["empty"]["a"]  # gone since that file was written
+    assert save_checkpoint(path, loaded, VERSION, full=False)
+    assert load(path)["lanes"]["empty"] == {"b": 2}

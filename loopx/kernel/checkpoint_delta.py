@@ -61,6 +61,8 @@ def apply_delta(parts: dict[str, dict[str, Any]], delta: dict[str, Any]) -> None
         table = parts[part][name]
         if not isinstance(table, LazyTable):
             raise TypeError(f"{tbl} is not a table")
+        if change.get("whole"):
+            table.clear()  # the delta holds the whole table
         table.preload(dict(change["rows"]), list(change["deleted"]))
 
 
@@ -79,6 +81,11 @@ def delta_of(state: State, base_id: str | None, version: str) -> bytes | None:
                 continue
             if not isinstance(value, LazyTable) or (value.complete and value.stored):
                 return None  # a new table, or one read whole: only a full save says which rows
+            if value.complete:  # empty in the file loaded, so small: all of it, whatever the
+                # file it applies to holds by then (a whole save may have written it since)
+                tables[f"{part_name}/{name}"] = {"rows": dict(dict.items(value)), "deleted": [],
+                                                 "whole": True}
+                continue
             rows = value.changes(dumps)
             if rows or value.deleted:
                 tables[f"{part_name}/{name}"] = {"rows": rows, "deleted": sorted(value.deleted)}
