@@ -11,7 +11,6 @@ import os
 import re
 import stat
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +22,7 @@ from loopx.kernel.errors import (
     WorkspaceError,
 )
 from loopx.kernel.ledger import Ledger
+from loopx.kernel.plain import Frozen
 from loopx.kernel.store.base import Store
 from loopx.kernel.store.file import FileStore
 from loopx.kernel.store.fs import fsync_dir
@@ -55,13 +55,18 @@ _SECTION = re.compile(f"{re.escape(AGENTS_BEGIN)}(?:(?!{re.escape(AGENTS_BEGIN)}
                       f"{re.escape(AGENTS_END)}", re.DOTALL)
 
 
-@dataclass(frozen=True)
-class Workspace:
+class Workspace(Frozen):
     """An initialised workspace: ``root`` is the project directory holding ``.loopx/``."""
 
+    _fields = ("root", "format_version", "store_location")
     root: Path
-    format_version: int = FORMAT_VERSION
-    store_location: str = FILE  # ``file`` or a postgresql:// URL without its password
+    format_version: int
+    store_location: str  # ``file`` or a postgresql:// URL without its password
+
+    def __init__(self, root: Path, format_version: int = FORMAT_VERSION,
+                 store_location: str = FILE) -> None:
+        self.__dict__.update(root=root, format_version=format_version,
+                             store_location=store_location)
 
     @property
     def dir(self) -> Path:

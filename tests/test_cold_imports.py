@@ -29,10 +29,13 @@ NEVER = ("click", "pydantic", "networkx", "loopx.kernel.kinds",
          "loopx.kernel.envelope", "loopx.kernel.tokens", "loopx.research.checks",
          "loopx.governance.checks", "loopx.governance.moves", "loopx.work.checks",
          "loopx.work.change_checks", "loopx.narrator.first_screen", "loopx.research.projections",
-         "loopx.research.graph", "loopx.cli.app", "loopx.cli.lanes")
-# should-run's and status's tools have modules of their own: the other lane tools stay out.
-NOT_FOR_SHOULD_RUN = ("loopx.tools.lanes", "loopx.tools.status")
-NOT_FOR_STATUS = ("loopx.tools.lanes", "loopx.tools.quota")
+         "loopx.research.graph", "loopx.cli.app", "loopx.cli.lanes",
+         # The tool registry (its tools' params are dataclasses) and dataclasses itself: loading
+         # it (with inspect) and compiling each class's methods cost more than the read's work.
+         "loopx.tools.registry", "dataclasses", "inspect")
+# should-run's and status's tools have their bodies in loopx.tools.reads: no tool module loads.
+NOT_FOR_SHOULD_RUN = ("loopx.tools.lanes", "loopx.tools.status", "loopx.tools.quota")
+NOT_FOR_STATUS = NOT_FOR_SHOULD_RUN
 RECORD_MODELS = ".records"  # loopx.work.records, loopx.research.records, ...
 
 PROBE = """

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 class Value:
     """Compared and shown by ``_fields``, in order; mutable, so unhashable."""
 
+    __slots__ = ()  # a subclass without __slots__ keeps its fields in __dict__
     _fields: ClassVar[tuple[str, ...]] = ()
 
     def _values(self) -> tuple[Any, ...]:
@@ -38,6 +39,8 @@ class FrozenError(AttributeError):
 class Frozen(Value):
     """A :class:`Value` that cannot change once made (``__init__`` fills ``__dict__``), and so
     hashes by its fields."""
+
+    __slots__ = ()
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise FrozenError(f"cannot assign to field {name!r}")

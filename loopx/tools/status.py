@@ -1,107 +1,15 @@
-"""The ``status`` tool: one screen of the campaign, read by a cold ``loopx status --json``.
-
-A module of its own, so that status does not define every lane tool's params.
-"""
+"""The ``status`` tool: one screen of the campaign. Its body is :func:`loopx.tools.reads.status`,
+which a cold ``loopx status --json`` runs without the registry."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from loopx.tools import reads
 from loopx.tools.registry import NoParams, ToolContext, tool
 
 
 @tool("status", params=NoParams, writes=False)
 def status(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
     """One screen of the campaign: agents, leases held, todos by state, profile drift."""
-    from loopx.governance.state import current_contract
-    from loopx.work.agents import agent_rows
-    from loopx.work.todos import counts_by_state, held_rows
-
-    state = ctx.ledger.state()
-    lanes, now = state["lanes"], ctx.ledger.now()
-    contract = current_contract(lanes)
-    campaign = lanes["campaign"]["status"]
-    return {
-        "goal_id": state["kernel"]["goal_id"],
-        "campaign": {"state": campaign["state"], "stop_reasons": campaign["stop_reasons"],
-                     "contract_version": None if contract is None else contract["version"]},
-        "head": {"seq": state.cursor.seq, "hash": state.cursor.hash},
-        "now": now,
-        "roles": sorted(lanes["profiles"]),
-        "agents": agent_rows(lanes, now),
-        "todos": counts_by_state(lanes, now),
-        "leases": [{k: row[k] for k in ("todo_id", "holder", "epoch", "lease_expires_at",
-                                        "state")}
-                   for row in held_rows(lanes, now)],
-        "profiles_not_applied": _profile_drift(ctx, lanes),
-    }
-
-
-def _profile_drift(ctx: ToolContext, lanes: dict[str, Any]) -> list[str]:
-    """Profile files in ``.loopx/lanes/`` that differ from the profiles in force.
-
-    Comparing validates both sides with the profile's record model (pydantic), so each answer
-    is kept in ``.loopx/checkpoints/profiles.json``, keyed by the file's bytes, the recorded
-    profile and the loopx version: a pure cache, which deleting changes only speed.
-    """
-    import hashlib
-    import json
-
-    from loopx import __version__
-
-    cache_path = ctx.workspace.dir / "checkpoints" / PROFILE_CACHE
-    try:
-        cache = json.loads(cache_path.read_bytes())
-        same: dict[str, bool] = cache["same"] if cache.get("loopx") == __version__ else {}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        same = {}
-    missed = False
-    drift = []
-    for path in sorted(ctx.workspace.lanes_dir.glob("*.toml")):
-        recorded = lanes["profiles"].get(path.stem)
-        try:
-            data = path.read_bytes()
-        except OSError:
-            drift.append(path.name)
-            continue
-        if recorded is None:
-            drift.append(path.name)
-            continue
-        key = (hashlib.sha256(data).hexdigest() + ":" + hashlib.sha256(
-            json.dumps({k: v for k, v in recorded.items() if k != "seq"},
-                       sort_keys=True).encode()).hexdigest())
-        if key not in same:
-            same[key] = _same_profile(path.name, data, recorded)
-            missed = True
-        if not same[key]:
-            drift.append(path.name)
-    if missed:
-        _save_cache(cache_path, {"loopx": __version__, "same": same})
-    return drift
-
-
-PROFILE_CACHE = "profiles.json"
-
-
-def _same_profile(name: str, data: bytes, recorded: dict[str, Any]) -> bool:
-    from loopx.kernel.errors import RecordRejected
-    from loopx.work.profiles import normal_profile, parse_profile
-
-    try:
-        return parse_profile(name, data) == normal_profile(recorded)
-    except RecordRejected:
-        return False
-
-
-def _save_cache(path: Any, data: dict[str, Any]) -> None:
-    """Best effort: a read-only workspace still answers, only slower next time."""
-    import json
-    import os
-
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(data, sort_keys=True))
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
+    return reads.status(ctx)
