@@ -32,7 +32,9 @@ NEVER = ("click", "pydantic", "networkx", "loopx.kernel.kinds",
          "loopx.research.graph", "loopx.cli.app", "loopx.cli.lanes",
          # The tool registry (its tools' params are dataclasses) and dataclasses itself: loading
          # it (with inspect) and compiling each class's methods cost more than the read's work.
-         "loopx.tools.registry", "dataclasses", "inspect")
+         "loopx.tools.registry", "dataclasses", "inspect",
+         # OpenSSL's hashlib: a read takes no hash (a status keys its profile cache by content).
+         "hashlib")
 # should-run's and status's tools have their bodies in loopx.tools.reads: no tool module loads.
 NOT_FOR_SHOULD_RUN = ("loopx.tools.lanes", "loopx.tools.status", "loopx.tools.quota")
 NOT_FOR_STATUS = NOT_FOR_SHOULD_RUN

@@ -50,7 +50,6 @@ def _profile_drift(ctx: ToolContext, lanes: dict[str, Any]) -> list[str]:
     is kept in ``.loopx/checkpoints/profiles.json``, keyed by the file's bytes, the recorded
     profile and the loopx version: a pure cache, which deleting changes only speed.
     """
-    import hashlib
     import json
 
     from loopx import __version__
@@ -73,9 +72,10 @@ def _profile_drift(ctx: ToolContext, lanes: dict[str, Any]) -> list[str]:
         if recorded is None:
             drift.append(path.name)
             continue
-        key = (hashlib.sha256(data).hexdigest() + ":" + hashlib.sha256(
-            json.dumps({k: v for k, v in recorded.items() if k != "seq"},
-                       sort_keys=True).encode()).hexdigest())
+        # Keyed by the contents themselves, not their digests: a few KB per profile, and a
+        # status need not load hashlib (OpenSSL), which costs it more than this comparison.
+        key = json.dumps([data.decode("latin-1"),
+                          {k: v for k, v in recorded.items() if k != "seq"}], sort_keys=True)
         if key not in same:
             same[key] = _same_profile(path.name, data, recorded)
             missed = True
