@@ -6,9 +6,12 @@ What it measures
     (one per 100 records), open todos (one per 10 records), hypotheses taken through the research
     loop with their attempts, evidence packets and judgements (one per 100 records), and
     claim/complete cycles; rollout events tied to a held todo fill the rest. The build's ledger
-    uses the workspace's checkpoint with the default ``checkpoint_every``, so each workspace has
-    the checkpoint a ledger normally leaves behind (up to ``checkpoint_every`` records behind the
-    head); one untimed run of every command then leaves what those commands leave.
+    uses the workspace's checkpoint with the default ``checkpoint_every``; then a reader (a
+    fresh ledger on that checkpoint, as every command opens) folds and saves what it changed as
+    a delta, and the log grows by one record short of the next delta save (99 records): the
+    furthest behind a reader finds the checkpoint while readers keep coming, and what every
+    measured process folds. One untimed run of every command then leaves what those commands
+    leave (below the next save, nothing but status's profile cache).
 
     Then, interleaved in rotating order, each repetition times whole processes (spawn to exit,
     as a user waits), each the ``loopx`` console script the install made:
@@ -27,6 +30,7 @@ Verdict (medians of per-repetition ratios, each command against the base of its 
 Run
     python bench/cold_should_run.py                   # defaults: about 8 minutes (the board)
     python bench/cold_should_run.py --big 20000 --reps 5
+    python bench/cold_should_run.py --commands should-run,status   # without the board
 """
 
 from __future__ import annotations
@@ -48,12 +52,13 @@ from temp_root import add_temp_root_options, temp_root
 GOAL = 3.0
 TODO_BATCH = 500
 FILLER_BATCH = 1000
+COMMANDS = ("should-run", "status", "board")
 
 
 def build(root: Path, records: int) -> Path:
     """A workspace whose log holds about ``records`` records, its state growing with them."""
     from loopx.kernel.checks import Credentials
-    from loopx.kernel.ledger import Ledger
+    from loopx.kernel.ledger import CHECKPOINT_EVERY, DELTAS_PER_CHECKPOINT, Ledger
     from loopx.testing.lanes import executor_writer
     from loopx.testing.research import ResearchLoop
     from loopx.work.agents import register_agent
@@ -89,13 +94,42 @@ def build(root: Path, records: int) -> Path:
             loop.run(hid, "heldout", [0.92] * 3)
             loop.judge(hid, "heldout")
     writer = executor_writer(ledger, owner_token, "filler")
-    while (left := records - ledger.store.head().seq) > 0:
-        batch = [writer.tie({"payload": {"event": "progress", "detail": {"i": i, "pad": "x" * 64}}})
-                 for i in range(min(left, FILLER_BATCH))]
-        ledger.append(batch, creds=writer.creds, kind="rollout_event_v0")
-        ledger.state()  # saves a checkpoint every checkpoint_every records, as any ledger does
+
+    def fill(upto: int, fold: bool) -> None:
+        while (left := upto - ledger.store.head().seq) > 0:
+            batch = [writer.tie({"payload": {"event": "progress",
+                                             "detail": {"i": i, "pad": "x" * 64}}})
+                     for i in range(min(left, FILLER_BATCH))]
+            ledger.append(batch, creds=writer.creds, kind="rollout_event_v0")
+            if fold:  # saves a checkpoint every checkpoint_every records, as any ledger does
+                ledger.state()
+
+    tail = max(1, CHECKPOINT_EVERY // DELTAS_PER_CHECKPOINT) - 1
+    fill(records - tail, fold=True)
+    # A reader (a fresh ledger on the checkpoint, as every command opens) folds what the build
+    # left and saves the rows it changed as a delta; then the log grows by one record short of
+    # the next delta: the furthest behind the head a reader finds the checkpoint while readers
+    # keep coming, and what every measured process folds on top of it.
+    reader = Ledger(ws.store(durable=False), checkpoint_path=ws.ledger().checkpoint_path,
+                    settings=ws.settings)
+    reader.state()
+    reader.store.close()
+    fill(records, fold=False)
     ledger.store.close()
     return root
+
+
+def behind(root: Path) -> int:
+    """How many records the workspace's checkpoint (with its delta) is behind the log's head."""
+    from loopx.kernel.checkpoint import load_checkpoint
+    from loopx.workspace import find_workspace
+
+    ledger = find_workspace(root).ledger()
+    assert ledger.checkpoint_path is not None
+    state, _ = load_checkpoint(ledger.checkpoint_path, ledger.store, ledger.version)
+    head = ledger.store.head().seq
+    ledger.store.close()
+    return head - (0 if state is None else state.seq)
 
 
 def label(records: int) -> str:
@@ -138,8 +172,13 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=1_000, help="records in the small log")
     parser.add_argument("--big", type=int, default=100_000, help="records in the big log")
     parser.add_argument("--reps", type=int, default=11, help="timed repetitions per case")
+    parser.add_argument("--commands", default=",".join(COMMANDS),
+                        help="comma-separated commands to time, of: " + ", ".join(COMMANDS))
     add_temp_root_options(parser)
     args = parser.parse_args()
+    chosen = [c.strip() for c in args.commands.split(",") if c.strip()]
+    if not chosen or set(chosen) - set(COMMANDS):
+        parser.error(f"--commands takes a list of: {', '.join(COMMANDS)}")
 
     with temp_root("loopx-bench-cold-", args) as root:
         t0 = time.perf_counter()
@@ -156,12 +195,14 @@ def main() -> None:
         sink = root / "board.html"
         cases: dict[str, tuple[list[str], Path | None]] = {"base": ([sys.executable, "-c",
                                                                      "pass"], None)}
-        for size in (small, big):
+        for size in (small, big) if "should-run" in chosen else ():
             ws = str(logs[size])
             cases[f"should-run {size}"] = ([*loopx, "-C", ws, "quota", "should-run",
                                             "--agent-id", "ex-0", "--json"], None)
-        cases[f"status {big}"] = ([*loopx, "-C", str(logs[big]), "status", "--json"], None)
-        cases[f"board {big}"] = ([*loopx, "-C", str(logs[big]), "board"], sink)
+        if "status" in chosen:
+            cases[f"status {big}"] = ([*loopx, "-C", str(logs[big]), "status", "--json"], None)
+        if "board" in chosen:
+            cases[f"board {big}"] = ([*loopx, "-C", str(logs[big]), "board"], sink)
         for name, (argv, out) in cases.items():  # untimed: fill the bytecode cache, checkpoints
             check(name, timed(argv, env, out)[1], sink)
         times: dict[str, list[float]] = {name: [] for name in cases}
@@ -173,16 +214,16 @@ def main() -> None:
                 check(name, text, sink)
                 times[name].append(seconds)
 
-        def info(path: Path) -> tuple[float, float]:
+        def info(path: Path) -> tuple[float, float, int]:
             log = sum(p.stat().st_size for p in (path / ".loopx" / "log").iterdir())
             ckpt = sum(p.stat().st_size for p in (path / ".loopx" / "checkpoints").iterdir()
                        if p.is_file())
-            return log / 2**20, ckpt / 2**20
+            return log / 2**20, ckpt / 2**20, behind(path)
 
         print(f"cold_should_run: python {platform.python_version()}, {os.cpu_count()} CPUs, "
               f"{args.reps} reps, built in {built:.0f} s; logs: "
-              + ", ".join(f"{size} = {info(p)[0]:.1f} MB (checkpoint {info(p)[1]:.1f} MB)"
-                          for size, p in logs.items()))
+              + ", ".join(f"{size} = {info(p)[0]:.1f} MB (checkpoint {info(p)[1]:.1f} MB, "
+                          f"{info(p)[2]} records behind)" for size, p in logs.items()))
         print(f"{'case':<16} | {'median ms':>9} | {'vs base':>7} | goal")
         print("-" * 50)
         base = times["base"]

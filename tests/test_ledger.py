@@ -11,6 +11,7 @@ import pytest
 
 from loopx.domains import FOLD_VERSION
 from loopx.kernel.checkpoint import load_checkpoint, save_checkpoint
+from loopx.kernel.checkpoint_delta import delta_path
 from loopx.kernel.checks import Credentials
 from loopx.kernel.errors import ConflictError, WorkspaceError
 from loopx.kernel.fold import KernelReducer, State, advance, fold_version
@@ -152,18 +153,25 @@ def test_checkpoint_is_sqlite_with_fold_version(tmp_path: Path) -> None:
 
 def test_a_reloaded_state_lists_what_the_fold_lists_in_its_order(tmp_path: Path) -> None:
     wdir, writer = build(tmp_path, 120, every=50)
-    # A ledger that loaded the checkpoint lazily folds more records and saves again: it copies
-    # the loaded file and writes the rows it touched.
+    # A ledger that loaded the checkpoint lazily folds more records and saves again: the rows
+    # it changed, as a delta beside the file; then (a table read whole) a copy of the loaded
+    # file with those rows written.
+    path = wdir / "checkpoints" / "state.sqlite"
     ledger = reopen(wdir, checkpoint_every=10)
     ledger.append([note(writer, n) for n in range(80)], creds=writer.creds,
                   kind="rollout_event_v0")
     ledger.state()
     assert ledger.checkpoint_status == "checkpoint used"
-    assert meta(wdir / "checkpoints" / "state.sqlite")["cursor"]["seq"] == SETUP + 200
-    loaded = reopen(wdir, checkpoint_every=10**9)
-    state = loaded.state()
-    assert loaded.checkpoint_status == "checkpoint used"
-    assert json.dumps(state.parts) == json.dumps(full_rebuild(wdir).parts)
+    assert meta(path)["cursor"]["seq"] < SETUP + 200
+    assert json.loads(delta_path(path).read_bytes())["cursor"]["seq"] == SETUP + 200
+    for whole in (False, True):
+        loaded = reopen(wdir, checkpoint_every=10**9)
+        state = loaded.state()
+        assert loaded.checkpoint_status == "checkpoint used" and state.seq == SETUP + 200
+        assert json.dumps(state.parts) == json.dumps(full_rebuild(wdir).parts)
+        if not whole:
+            save_checkpoint(path, state, loaded.version)  # read whole by the line above
+            assert meta(path)["cursor"]["seq"] == SETUP + 200 and not delta_path(path).exists()
 
 
 def test_append_needs_a_genesis_record_and_genesis_only_once() -> None:

@@ -79,17 +79,31 @@ def _should_run(workspace: str | None, opts: Options) -> dict[str, Any] | None:
         if path.is_dir() or (path.exists() and not os.access(path, os.R_OK)):
             return None  # click refuses it, naming the option
     claim = "--claim" in opts
-    from loopx.tools.quota import ShouldRun
+    from loopx.tools import reads
 
     creds = credentials(agent_id, None if token_file is None else Path(token_file)) \
         if claim else None
-    return call_tool(workspace, "quota.should_run", ShouldRun(agent_id, claim), creds)
+    return _run_read(workspace, lambda ctx: reads.should_run(ctx, agent_id, claim), creds)
 
 
 def _status(workspace: str | None, opts: Options) -> dict[str, Any] | None:
-    from loopx.tools.registry import NoParams
+    from loopx.tools import reads
 
-    return call_tool(workspace, "status", NoParams())
+    return _run_read(workspace, reads.status)
+
+
+def _run_read(workspace: str | None, body: Callable[[Any], dict[str, Any]],
+              creds: Any = None) -> dict[str, Any]:
+    """The body of a hot read's tool (:mod:`loopx.tools.reads`) on the workspace, as
+    :func:`call_tool` runs the tool, without the registry (its tool params are dataclasses)."""
+    from loopx.tools.context import ToolContext
+    from loopx.workspace import find_workspace
+
+    tool_ctx = ToolContext(find_workspace(workspace), creds)
+    try:
+        return body(tool_ctx)
+    finally:
+        tool_ctx.close()
 
 
 COMMANDS: dict[str, Callable[[str | None, Options], dict[str, Any] | None]] = {

@@ -7,13 +7,13 @@ should-run and the CLI all ask these, so they cannot disagree.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
 from loopx.governance.state import TERMINAL, current_contract
 from loopx.governance.stopping import exhausted, over_budget
 from loopx.governance.tool_risks import RISK_CLASSES, TOOL_RISKS
+from loopx.kernel.plain import Frozen, Value
 from loopx.work.extensions import Block, PassOver
 
 MODES = ("assistant", "guided", "bounded")
@@ -85,15 +85,18 @@ def loopx_tool_risk(tool: str) -> str | None:
     return TOOL_RISKS[tool[len(LOOPX_TOOL_PREFIX):]]
 
 
-@dataclass(frozen=True)
-class ToolRisk:
+class ToolRisk(Frozen):
     """The risk class loopx holds a proposal of a tool to, and where it comes from:
     ``registered`` (a loopx tool), ``declared`` (the contract's ``tool_risks`` entry
     ``pattern``) or ``undeclared`` (a tool outside loopx no entry matches: destructive)."""
 
+    _fields = ("risk", "source", "pattern")
     risk: str
     source: str
-    pattern: str | None = None
+    pattern: str | None
+
+    def __init__(self, risk: str, source: str, pattern: str | None = None) -> None:
+        self.__dict__.update(risk=risk, source=source, pattern=pattern)
 
 
 def tool_risk(contract: dict[str, Any], tool: str) -> ToolRisk | None:
@@ -140,14 +143,17 @@ def transition_allowed(current: str, target: str) -> bool:
     return target in TRANSITIONS.get(current, ())
 
 
-@dataclass
-class Verdict:
+class Verdict(Value):
     """Whether a proposal may execute now, and every reason it may not."""
 
-    proposal_id: str
-    can_execute: bool
-    reasons: list[str] = field(default_factory=list)
-    state: str = "pending"
+    _fields = ("proposal_id", "can_execute", "reasons", "state")
+
+    def __init__(self, proposal_id: str, can_execute: bool, reasons: list[str] | None = None,
+                 state: str = "pending") -> None:
+        self.proposal_id = proposal_id
+        self.can_execute = can_execute
+        self.reasons = [] if reasons is None else reasons
+        self.state = state
 
 
 def proposal_state(proposal: dict[str, Any]) -> str:

@@ -8,7 +8,6 @@ without its ``hash`` key.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from datetime import UTC, datetime, timedelta
@@ -61,11 +60,14 @@ def dumps_value(value: Any) -> bytes:
 def record_hash(record: dict[str, Any]) -> str:
     """The chain hash of a record: sha256 over its canonical form without the ``hash`` key."""
     body = {k: v for k, v in record.items() if k != "hash"}
-    return hashlib.sha256(dumps(body)).hexdigest()
+    return sha256_hex(dumps(body))
 
 
 def sha256_hex(data: bytes) -> str:
     """Hex sha256 digest of raw bytes."""
+    # Imported here: loading OpenSSL's hashlib costs a cold read (which hashes nothing) ~4 ms.
+    import hashlib
+
     return hashlib.sha256(data).hexdigest()
 
 

@@ -8,19 +8,29 @@ Every dict directly under a reducer's part (a domain's slice such as ``todos``, 
 whole. A loaded state reads a row only when something asks for its key (:class:`LazyTable`), so
 a command that looks at a few todos of a big log parses those few, not the whole state. A
 checkpoint file is never changed in place: a save writes a new file (a copy of the one the state
-was loaded from, plus every row this process touched) and renames it over the old one, so a
-reader's open file stays the consistent snapshot it loaded.
+was loaded from, plus every row this process changed) and renames it over the old one, so a
+reader's open file stays the consistent snapshot it loaded. A state loaded from a file that
+changed few rows since is saved as a delta beside that file instead
+(:mod:`loopx.kernel.checkpoint_delta`), which costs what those rows cost: so a checkpoint can be
+saved often, and a reader folds a short tail on top of it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
+from loopx.kernel.checkpoint_delta import (
+    apply_delta,
+    delta_of,
+    delta_path,
+    read_delta,
+    write_delta,
+)
 from loopx.kernel.fold import State
+from loopx.kernel.lazy_table import LazyTable, TableSource
 from loopx.kernel.store.base import Cursor, Store
 from loopx.kernel.store.fs import fsync_dir
 
@@ -39,204 +49,6 @@ _SCHEMA = (
 )
 
 
-class _Source:
-    """The rows of one table in an open, read-only checkpoint file."""
-
-    __slots__ = ("db", "tbl")
-
-    def __init__(self, db: sqlite3.Connection, tbl: str) -> None:
-        self.db = db
-        self.tbl = tbl
-
-    def fetch(self, key: str) -> tuple[bool, Any]:
-        row = self.db.execute("SELECT body FROM rows WHERE tbl = ? AND key = ?",
-                              (self.tbl, key)).fetchone()
-        return (False, None) if row is None else (True, json.loads(row[0]))
-
-    def first(self) -> tuple[str, str] | None:
-        row = self.db.execute("SELECT key, body FROM rows WHERE tbl = ? ORDER BY pos LIMIT 1",
-                              (self.tbl,)).fetchone()
-        return None if row is None else (row[0], row[1])
-
-    def ordered(self) -> Iterator[tuple[str, str]]:
-        return iter(self.db.execute("SELECT key, body FROM rows WHERE tbl = ? ORDER BY pos",
-                                    (self.tbl,)))
-
-
-_MISSING = object()
-_key_json = json.encoder.encode_basestring  # type: ignore[attr-defined]
-
-
-class LazyTable(dict):  # type: ignore[type-arg]
-    """A dict whose entries load from a checkpoint on first use.
-
-    Looking up a key reads that row only. Anything that needs the whole table (iteration, len,
-    equality, copying) loads every row first, in the fold's order, and from then on it is an
-    ordinary dict. Rows read or written here are what a save writes back (they may have been
-    changed in place); ``deleted`` are keys removed since the load.
-
-    While not complete it always holds at least one row, because C code that sizes a dict
-    directly (the json encoder's empty-dict shortcut) would take an empty one for ``{}``: a
-    table is loaded with its first row, and removing the last row held loads the rest.
-    """
-
-    __slots__ = ("complete", "deleted", "source")
-
-    def __init__(self, source: _Source) -> None:
-        super().__init__()
-        self.source: _Source | None = source
-        self.complete = False
-        self.deleted: set[str] = set()
-        first = source.first()
-        if first is None:
-            self.complete, self.source = True, None
-        else:
-            dict.__setitem__(self, first[0], json.loads(first[1]))
-
-    # Keyed access: one row at most. ``d[key]`` for a row already read is the dict's own
-    # lookup (a miss calls __missing__), so a loaded table reads as fast as a dict.
-    def _fetch(self, key: Any) -> Any:
-        """The row ``key``, not yet held: read and kept, or _MISSING."""
-        if self.complete or key in self.deleted or not isinstance(key, str):
-            return _MISSING
-        assert self.source is not None
-        found, value = self.source.fetch(key)
-        if not found:
-            return _MISSING
-        dict.__setitem__(self, key, value)
-        return value
-
-    def _load(self, key: Any) -> Any:
-        if dict.__contains__(self, key):
-            return dict.__getitem__(self, key)
-        return self._fetch(key)
-
-    def __missing__(self, key: Any) -> Any:
-        value = self._fetch(key)
-        if value is _MISSING:
-            raise KeyError(key)
-        return value
-
-    def get(self, key: Any, default: Any = None) -> Any:
-        if self.complete:
-            return dict.get(self, key, default)
-        value = self._load(key)
-        return default if value is _MISSING else value
-
-    def __contains__(self, key: object) -> bool:
-        return dict.__contains__(self, key) or self._fetch(key) is not _MISSING
-
-    def setdefault(self, key: Any, default: Any = None) -> Any:
-        value = self._load(key)
-        if value is _MISSING:
-            dict.__setitem__(self, key, default)
-            return default
-        return value
-
-    def pop(self, key: Any, *default: Any) -> Any:
-        if self._load(key) is _MISSING:
-            return dict.pop(self, key, *default)
-        value = self[key]
-        del self[key]
-        return value
-
-    def __delitem__(self, key: Any) -> None:
-        if self._load(key) is _MISSING:
-            raise KeyError(key)
-        if not self.complete and dict.__len__(self) == 1:
-            self.materialize()  # keep a row while incomplete (see the class docstring)
-        if not self.complete:
-            self.deleted.add(key)
-        dict.__delitem__(self, key)
-
-    # Everything else sees the whole table.
-    def materialize(self) -> None:
-        """Load every row, in the fold's order, keeping the objects already handed out."""
-        if self.complete:
-            return
-        assert self.source is not None
-        touched = dict(dict.items(self))
-        # One parse of every row as one JSON object, in the fold's order: far cheaper than one
-        # json.loads per row, and the dict comes out of the parser already ordered.
-        ordered: dict[str, Any] = json.loads(
-            "{" + ",".join([f"{_key_json(key)}:{body}" for key, body in self.source.ordered()])
-            + "}")
-        for key in self.deleted:
-            ordered.pop(key, None)  # removed here (if added again, it is new: at the end)
-        for key, value in touched.items():
-            ordered[key] = value  # a stored key keeps its place; a new one goes to the end
-        dict.clear(self)
-        dict.update(self, ordered)
-        self.complete = True
-        self.deleted = set()
-        self.source = None
-
-    def _whole(self) -> LazyTable:
-        self.materialize()
-        return self
-
-    def __iter__(self) -> Iterator[Any]:
-        return dict.__iter__(self._whole())
-
-    def __len__(self) -> int:
-        return dict.__len__(self._whole())
-
-    def __eq__(self, other: object) -> bool:
-        return dict.__eq__(self._whole(), other)
-
-    def __ne__(self, other: object) -> bool:
-        return dict.__ne__(self._whole(), other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return dict.__repr__(self._whole())
-
-    def __reversed__(self) -> Iterator[Any]:
-        return dict.__reversed__(self._whole())
-
-    def __or__(self, other: Any) -> Any:
-        return dict(self._whole()) | other
-
-    def __ror__(self, other: Any) -> Any:
-        return other | dict(self._whole())
-
-    def __ior__(self, other: Any) -> Self:
-        dict.update(self._whole(), other)
-        return self
-
-    def __reduce__(self) -> Any:
-        return (dict, (dict(self._whole()),))
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
-        import copy
-
-        return copy.deepcopy(dict(self._whole()), memo)
-
-    def keys(self) -> Any:
-        return dict.keys(self._whole())
-
-    def values(self) -> Any:
-        return dict.values(self._whole())
-
-    def items(self) -> Any:
-        return dict.items(self._whole())
-
-    def copy(self) -> dict[str, Any]:
-        return dict(dict.items(self._whole()))
-
-    def popitem(self) -> tuple[Any, Any]:
-        return dict.popitem(self._whole())
-
-    def clear(self) -> None:
-        self.materialize()
-        dict.clear(self)
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        # Updated keys keep their place if stored; new ones go to the end, as in a dict.
-        dict.update(self, *args, **kwargs)
-
-
 def _connect_ro(path: Path) -> sqlite3.Connection:
     import sqlite3
 
@@ -246,10 +58,12 @@ def _connect_ro(path: Path) -> sqlite3.Connection:
                            check_same_thread=False)
 
 
-def load_checkpoint(path: Path, store: Store, version: str) -> tuple[State | None, str]:
+def load_checkpoint(path: Path, store: Store, version: str, *,
+                    use_delta: bool = True) -> tuple[State | None, str]:
     """The checkpointed state if it is usable, else None; the string says why it was not.
 
-    Only the small values are read now; a table's rows are read when asked for.
+    Only the small values are read now (and the delta, if one applies); a table's rows are
+    read when asked for.
     """
     import sqlite3
 
@@ -270,7 +84,18 @@ def load_checkpoint(path: Path, store: Store, version: str) -> tuple[State | Non
         for part, name, is_table, body in db.execute(
                 "SELECT part, name, is_table, body FROM entries ORDER BY rowid"):
             parts.setdefault(part, {})[name] = (
-                LazyTable(_Source(db, f"{part}/{name}")) if is_table else json.loads(body))
+                LazyTable(TableSource(db, f"{part}/{name}")) if is_table else json.loads(body))
+        base_id = meta.get("base_id")
+        delta = read_delta(path, base_id, version) if use_delta else None
+        if delta is not None:
+            try:
+                ahead = Cursor.from_json(delta["cursor"])
+                if store.cursor_matches(ahead):
+                    apply_delta(parts, delta)
+                    cursor = ahead
+            except (KeyError, TypeError, ValueError, AttributeError):
+                db.close()  # a delta that does not fit its base: the base alone
+                return load_checkpoint(path, store, version, use_delta=False)
     except sqlite3.DatabaseError:
         _close(db)
         return None, "checkpoint unreadable"
@@ -280,7 +105,7 @@ def load_checkpoint(path: Path, store: Store, version: str) -> tuple[State | Non
     if not store.cursor_matches(cursor):
         db.close()
         return None, "checkpoint disagrees with the log"
-    return _Loaded(cursor, parts, db), "checkpoint used"
+    return _Loaded(cursor, parts, db, base_id), "checkpoint used"
 
 
 def _close(db: sqlite3.Connection | None) -> None:
@@ -292,14 +117,36 @@ class _Loaded(State):
     """A state read from a checkpoint file, which it keeps open for its lazy tables."""
 
     def __init__(self, cursor: Cursor, parts: dict[str, dict[str, Any]],
-                 db: sqlite3.Connection) -> None:
+                 db: sqlite3.Connection, base_id: str | None) -> None:
         super().__init__(cursor, parts)
         self.db = db
+        self.base_id = base_id  # the base file its unchanged rows are those of
 
 
-def save_checkpoint(path: Path, state: State, version: str) -> None:
-    """Write the state to a new file beside ``path``, fsync it, rename it over ``path`` and
-    fsync the directory. A state loaded from a checkpoint copies that file's untouched rows."""
+def save_checkpoint(path: Path, state: State, version: str, *, full: bool = True) -> bool:
+    """Save ``state`` as the checkpoint at ``path``; whether it was saved.
+
+    A state loaded from a checkpoint whose changes since are few is saved as a delta of that
+    file (:mod:`loopx.kernel.checkpoint_delta`). Otherwise, if ``full``: write a new file beside
+    ``path`` (a state loaded from a checkpoint copies that file's unchanged rows), fsync it,
+    rename it over ``path`` and fsync the directory.
+    """
+    if isinstance(state, _Loaded):
+        data = delta_of(state, state.base_id, version)
+        if data is not None:
+            write_delta(path, data)
+            return True
+    if not full:
+        return False
+    base_id = os.urandom(8).hex()
+    _save_whole(path, state, version, base_id)
+    if isinstance(state, _Loaded):
+        state.base_id = base_id  # its unchanged rows are those of the new file too
+    delta_path(path).unlink(missing_ok=True)  # it names the old file: ignored, but tidy
+    return True
+
+
+def _save_whole(path: Path, state: State, version: str, base_id: str) -> None:
     import sqlite3
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -318,7 +165,7 @@ def save_checkpoint(path: Path, state: State, version: str) -> None:
                 for statement in _SCHEMA:
                     db.execute(statement)
             db.execute("BEGIN")
-            _write(db, state, version, copied=base is not None)
+            _write(db, state, version, base_id, copied=base is not None)
             db.execute("COMMIT")
         finally:
             db.close()
@@ -342,13 +189,14 @@ def _lazy(state: State) -> bool:
                for part in state.parts.values() for v in part.values())
 
 
-def _write(db: sqlite3.Connection, state: State, version: str, *, copied: bool) -> None:
+def _write(db: sqlite3.Connection, state: State, version: str, base_id: str, *,
+           copied: bool) -> None:
     """Write ``state`` into ``db``: everything, or (``copied``: ``db`` holds the file the state
-    was loaded from) the entries and the rows the state touched since."""
+    was loaded from) the entries and the rows the state changed since."""
     dumps = json.JSONEncoder(separators=(",", ":")).encode
     db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [
         ("checkpoint_format", str(CHECKPOINT_FORMAT)), ("fold_version", version),
-        ("cursor", dumps(state.cursor.to_json()))])
+        ("cursor", dumps(state.cursor.to_json())), ("base_id", base_id)])
     if copied:
         db.execute("DELETE FROM entries")
     for part_name, part in state.parts.items():
@@ -370,7 +218,7 @@ def _write(db: sqlite3.Connection, state: State, version: str, *, copied: bool) 
                     "INSERT INTO rows VALUES (?, ?, ?, ?) "
                     "ON CONFLICT (tbl, key) DO UPDATE SET body = excluded.body",
                     [(tbl, str(key), top + 1 + n, dumps(row))
-                     for n, (key, row) in enumerate(dict.items(value))])
+                     for n, (key, row) in enumerate(value.changes(dumps).items())])
             else:
                 if isinstance(value, LazyTable):
                     value.materialize()

@@ -13,11 +13,11 @@ from __future__ import annotations
 import importlib
 from collections import ChainMap
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from loopx.kernel.identity import Identity
+from loopx.kernel.plain import Frozen
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -38,10 +38,11 @@ SETTINGS = "workspace_settings"
 RULES = "rules_version"
 
 
-@dataclass(frozen=True)
-class KindSpec:
+class KindSpec(Frozen):
     """A record kind: its payload model, envelope defaults and who may append it."""
 
+    _fields = ("name", "model", "visibility", "provenance", "written_by", "summary",
+               "secrets_checked", "pins_head")
     name: str
     model: type[BaseModel]
     visibility: Literal["public", "private"]
@@ -51,18 +52,30 @@ class KindSpec:
     written_by: Literal["agents", "owner", "loopx", "init", "store"]
     summary: str
     # Governance kinds carry free text and tool arguments: secret-shaped values are refused.
-    secrets_checked: bool = False
+    secrets_checked: bool
     # A record that shows a rendered snapshot pins the log's head (payload head_seq, head_hash):
     # verify holds it to a head this log really had, before it.
-    pins_head: bool = False
+    pins_head: bool
+
+    def __init__(self, name: str, model: type[BaseModel],
+                 visibility: Literal["public", "private"],
+                 provenance: Literal["observed", "computed", "self_reported", "claimed"],
+                 written_by: Literal["agents", "owner", "loopx", "init", "store"], summary: str,
+                 secrets_checked: bool = False, pins_head: bool = False) -> None:
+        self.__dict__.update(name=name, model=model, visibility=visibility,
+                             provenance=provenance, written_by=written_by, summary=summary,
+                             secrets_checked=secrets_checked, pins_head=pins_head)
 
 
-@dataclass(frozen=True)
-class Expected:
+class Expected(Frozen):
     """A record the batch must carry next: a successor todo, or the stop a decision fires."""
 
+    _fields = ("label", "check")
     label: str
     check: Callable[[Record], None]
+
+    def __init__(self, label: str, check: Callable[[Record], None]) -> None:
+        self.__dict__.update(label=label, check=check)
 
 
 FollowUps = Callable[[View, Record], list[Expected]]
@@ -72,8 +85,7 @@ def _no_kinds() -> Sequence[KindSpec]:
     return ()
 
 
-@dataclass(frozen=True)
-class Domain:
+class Domain(Frozen):
     """What one domain contributes: kinds, state slices, fold handlers, checks, follow-ups.
 
     ``kinds`` is called on first need only: record models load pydantic, which a read never
@@ -83,23 +95,43 @@ class Domain:
     its kind's checks) and ``identify`` (an agent's token) come from exactly one
     domain; so does ``refusal``, which turns a refusal the log keeps into a record.
     ``extensions`` are named hooks a lower domain defines and calls (``Domains.extensions``).
+    ``before_fold`` and ``after_fold`` give, per kind, the records a record owes its batch,
+    judged before it is folded in (successor todos of a completion) or after (the stop a
+    decision fires).
     """
 
+    _fields = ("name", "slices", "folds", "checks", "kinds", "before_fold", "after_fold",
+               "writer", "gate", "identify", "refusal", "extensions")
     name: str
     slices: Mapping[str, Callable[[], Any]]
-    folds: Mapping[str, FoldHandler] = field(default_factory=dict)
-    checks: Mapping[str, Check] | Callable[[], Mapping[str, Check]] = field(default_factory=dict)
-    kinds: Callable[[], Sequence[KindSpec]] = _no_kinds
-    # Per kind: the records a record owes its batch, judged before it is folded in (successor
-    # todos of a completion) or after (the stop a decision fires).
-    before_fold: Mapping[str, FollowUps] = field(default_factory=dict)
-    after_fold: Mapping[str, FollowUps] = field(default_factory=dict)
-    writer: Callable[[View, Record], Identity] | None = None
-    gate: Check | None = None
-    identify: Callable[[View, str, str], Identity] | None = None
-    refusal: Callable[[Identity, Exception], tuple[str, dict[str, Any]]] | None = None
-    extensions: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    folds: Mapping[str, FoldHandler]
+    checks: Mapping[str, Check] | Callable[[], Mapping[str, Check]]
+    kinds: Callable[[], Sequence[KindSpec]]
+    before_fold: Mapping[str, FollowUps]
+    after_fold: Mapping[str, FollowUps]
+    writer: Callable[[View, Record], Identity] | None
+    gate: Check | None
+    identify: Callable[[View, str, str], Identity] | None
+    refusal: Callable[[Identity, Exception], tuple[str, dict[str, Any]]] | None
+    extensions: Mapping[str, Callable[..., Any]]
 
+    def __init__(self, name: str, slices: Mapping[str, Callable[[], Any]], *,
+                 folds: Mapping[str, FoldHandler] | None = None,
+                 checks: Mapping[str, Check] | Callable[[], Mapping[str, Check]] | None = None,
+                 kinds: Callable[[], Sequence[KindSpec]] = _no_kinds,
+                 before_fold: Mapping[str, FollowUps] | None = None,
+                 after_fold: Mapping[str, FollowUps] | None = None,
+                 writer: Callable[[View, Record], Identity] | None = None,
+                 gate: Check | None = None,
+                 identify: Callable[[View, str, str], Identity] | None = None,
+                 refusal: Callable[[Identity, Exception], tuple[str, dict[str, Any]]] | None
+                 = None,
+                 extensions: Mapping[str, Callable[..., Any]] | None = None) -> None:
+        self.__dict__.update(
+            name=name, slices=slices, folds=folds or {},
+            checks={} if checks is None else checks, kinds=kinds,
+            before_fold=before_fold or {}, after_fold=after_fold or {}, writer=writer,
+            gate=gate, identify=identify, refusal=refusal, extensions=extensions or {})
 
     def check_table(self) -> Mapping[str, Check]:
         """This domain's write checks by kind (loaded now if they are loaded on demand)."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import errno as errno_module
 import os
-from dataclasses import dataclass
+
+from loopx.kernel.plain import Frozen
 
 
 class LoopxError(Exception):
@@ -35,12 +36,15 @@ class LoopxError(Exception):
         return out
 
 
-@dataclass(frozen=True)
-class FieldProblem:
+class FieldProblem(Frozen):
     """One refused field: a dotted path into the submitted document and what is wrong with it."""
 
+    _fields = ("field", "problem")
     field: str
     problem: str
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.__dict__.update(field=field, problem=problem)
 
     def __str__(self) -> str:
         return f"{self.field}: {self.problem}"

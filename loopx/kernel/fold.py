@@ -7,10 +7,10 @@ folds the same log gets the same state, and a checkpoint of it is plain data.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from loopx.kernel.domains import Domains, installed
+from loopx.kernel.plain import Value
 from loopx.kernel.store.base import Cursor, Record
 
 
@@ -86,12 +86,15 @@ def fold_version(reducers: Iterable[Reducer] | None = None) -> str:
     return ",".join(f"{r.name}:{r.version}" for r in reducers or default_reducers())
 
 
-@dataclass
-class State:
+class State(Value):
     """Folded state up to ``cursor``: one dict per reducer."""
 
-    cursor: Cursor = field(default_factory=Cursor)
-    parts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _fields = ("cursor", "parts")
+
+    def __init__(self, cursor: Cursor | None = None,
+                 parts: dict[str, dict[str, Any]] | None = None) -> None:
+        self.cursor = Cursor() if cursor is None else cursor
+        self.parts = {} if parts is None else parts
 
     @classmethod
     def initial(cls, reducers: Iterable[Reducer] | None = None) -> State:

@@ -2,30 +2,36 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from loopx.kernel.plain import Frozen
 
 OWNER_ROLE = "owner"
 OWNER_CAPABILITY = "owner"
 
 
-@dataclass(frozen=True)
-class Credentials:
+class Credentials(Frozen):
     """What a writer presents: its agent id and its token (never stored, never logged)."""
 
+    _fields = ("agent_id", "token")
     agent_id: str
     token: str | None
+
+    def __init__(self, agent_id: str, token: str | None) -> None:
+        self.__dict__.update(agent_id=agent_id, token=token)
 
     def __repr__(self) -> str:
         return f"Credentials(agent_id={self.agent_id!r}, token=<hidden>)"
 
 
-@dataclass(frozen=True)
-class Identity:
+class Identity(Frozen):
     """An authenticated writer: its role and the grant id it writes under."""
 
+    _fields = ("agent_id", "role", "capability")
     agent_id: str
     role: str
     capability: str
+
+    def __init__(self, agent_id: str, role: str, capability: str) -> None:
+        self.__dict__.update(agent_id=agent_id, role=role, capability=capability)
 
     @property
     def is_owner(self) -> bool:

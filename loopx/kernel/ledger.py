@@ -34,6 +34,9 @@ Plan = Callable[[View, "Identity", str], list[Record]]
 Settings = Mapping[str, Any]
 
 CHECKPOINT_EVERY = 1000
+# A state loaded from a checkpoint saves the rows it changed as a delta (cheap) this many times
+# as often as a whole checkpoint is written, so readers fold short tails.
+DELTAS_PER_CHECKPOINT = 10
 
 
 def draft(payload: dict[str, Any], *, kind: str | None = None,
@@ -70,6 +73,7 @@ class Ledger:
         self.checkpoint_status = "not loaded"
         self._state: State | None = None
         self._saved_seq = 0
+        self._no_delta = False  # the state has no delta to save: wait for a whole checkpoint
         self._goal_id: str | None = None
         # The head a batch is being planned after, while the store lock is held (see write).
         self._locked_head: int | None = None
@@ -77,11 +81,18 @@ class Ledger:
     def state(self) -> State:
         """State folded up to the committed head; saves a checkpoint when far enough ahead."""
         state = self._advance()
-        if (self.checkpoint_path is not None
-                and state.seq - self._saved_seq >= self.checkpoint_every):
+        ahead = state.seq - self._saved_seq
+        every = self.checkpoint_every
+        if self.checkpoint_path is not None and ahead >= (
+                every if self._no_delta else max(1, every // DELTAS_PER_CHECKPOINT)):
             try:
-                save_checkpoint(self.checkpoint_path, state, self.version)
-                self._saved_seq = state.seq
+                # A whole file every checkpoint_every records, and the first one as soon as a
+                # delta would be due (a fold from the first record has no file to delta from).
+                saved = save_checkpoint(self.checkpoint_path, state, self.version,
+                                        full=ahead >= every or self._saved_seq == 0)
+                if saved:
+                    self._saved_seq = state.seq
+                self._no_delta = not saved
             except OSError as exc:  # a read-only workspace still answers queries
                 print(f"loopx: checkpoint not saved: {exc}", file=sys.stderr)
         return state

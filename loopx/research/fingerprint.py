@@ -12,11 +12,11 @@ one value (the value itself).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from typing import TYPE_CHECKING, Any
 
+from loopx.kernel.canonical import sha256_hex
 from loopx.kernel.lazy_re import lazy_compile
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ def normal_form(payload: dict[str, Any]) -> dict[str, Any]:
 
 def fingerprint(payload: dict[str, Any]) -> str:
     """The sha256 of a hypothesis' mechanism family and parameters, in normal form."""
-    return hashlib.sha256(_canonical(normal_form(payload)).encode()).hexdigest()
+    return sha256_hex(_canonical(normal_form(payload)).encode())
 
 
 # -- duplicates --------------------------------------------------------------------------------

@@ -25,11 +25,11 @@ import posixpath
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from loopx.kernel.lazy_re import lazy_compile
+from loopx.kernel.plain import Frozen
 
 _ARXIV_ID = r"(\d{4}\.\d{4,5}|[a-z][a-z\-]*(?:\.[a-z]{2})?/\d{7})"
 _ARXIV_END = r"(?:v\d+)?(?:\.pdf)?/?(?:[?#]|$)"
@@ -48,14 +48,18 @@ _INDEX = lazy_compile(r"/(?:index|default)\.(?:html?|php|aspx?)$")
 _EMPTY = ("text:", "path:", "web:")
 
 
-@dataclass(frozen=True)
-class RefKey:
+class RefKey(Frozen):
     """A ref's normalised identity: the source it names, the query parameters that may still
     tell two pages of it apart, and the content digest it carries, if any."""
 
+    _fields = ("name", "params", "sha256")
     name: str
-    params: frozenset[tuple[str, str]] = frozenset()
-    sha256: str | None = None
+    params: frozenset[tuple[str, str]]
+    sha256: str | None
+
+    def __init__(self, name: str, params: frozenset[tuple[str, str]] = frozenset(),
+                 sha256: str | None = None) -> None:
+        self.__dict__.update(name=name, params=params, sha256=sha256)
 
     def same_material(self, other: RefKey) -> bool:
         """Whether the two refs name the same material (see the module's docstring)."""

@@ -10,12 +10,12 @@ log. Entries are replaced, never edited in place, like every other slice.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
 from loopx.governance.state import current_contract, meta
 from loopx.governance.stopping import best_of, next_iteration
+from loopx.kernel.canonical import sha256_hex
 from loopx.research.completeness import stated
 from loopx.research.fingerprint import fingerprint
 from loopx.research.grounding import compact, fold_grounding_ref, fold_hypothesis_refs
@@ -38,7 +38,7 @@ def content_sha256(payload: dict[str, Any]) -> str:
     doc = {"mechanism_family": str(payload["mechanism_family"]).casefold(), "text": text,
            "parameters": _numbers(payload.get("parameters") or {})}
     line = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(line.encode()).hexdigest()
+    return sha256_hex(line.encode())
 
 
 def _numbers(value: Any) -> Any:

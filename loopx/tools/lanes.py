@@ -1,4 +1,5 @@
-"""Lane tools: agents, todos, claims and should-run, status, and role profiles."""
+"""Lane tools: agents, todos, claims, and role profiles (``status`` is
+:mod:`loopx.tools.status`, should-run :mod:`loopx.tools.quota`)."""
 
 from __future__ import annotations
 
@@ -170,103 +171,6 @@ def todo_fail(ctx: ToolContext, p: Fail) -> dict[str, Any]:
     from loopx.work.claims import fail
 
     return fail(ctx.ledger, ctx.credentials(), p.todo_id, p.epoch, p.reason, p.result)
-
-
-@tool("status", params=NoParams, writes=False)
-def status(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
-    """One screen of the campaign: agents, leases held, todos by state, profile drift."""
-    from loopx.governance.state import current_contract
-    from loopx.work.agents import agent_rows
-    from loopx.work.todos import counts_by_state, todo_rows
-
-    state = ctx.ledger.state()
-    lanes, now = state["lanes"], ctx.ledger.now()
-    contract = current_contract(lanes)
-    campaign = lanes["campaign"]["status"]
-    return {
-        "goal_id": state["kernel"]["goal_id"],
-        "campaign": {"state": campaign["state"], "stop_reasons": campaign["stop_reasons"],
-                     "contract_version": None if contract is None else contract["version"]},
-        "head": {"seq": state.cursor.seq, "hash": state.cursor.hash},
-        "now": now,
-        "roles": sorted(lanes["profiles"]),
-        "agents": agent_rows(lanes, now),
-        "todos": counts_by_state(lanes, now),
-        "leases": [{k: row[k] for k in ("todo_id", "holder", "epoch", "lease_expires_at",
-                                        "state")}
-                   for row in todo_rows(lanes, now, states=("claimed", "expired"))],
-        "profiles_not_applied": _profile_drift(ctx, lanes),
-    }
-
-
-def _profile_drift(ctx: ToolContext, lanes: dict[str, Any]) -> list[str]:
-    """Profile files in ``.loopx/lanes/`` that differ from the profiles in force.
-
-    Comparing validates both sides with the profile's record model (pydantic), so each answer
-    is kept in ``.loopx/checkpoints/profiles.json``, keyed by the file's bytes, the recorded
-    profile and the loopx version: a pure cache, which deleting changes only speed.
-    """
-    import hashlib
-    import json
-
-    from loopx import __version__
-
-    cache_path = ctx.workspace.dir / "checkpoints" / PROFILE_CACHE
-    try:
-        cache = json.loads(cache_path.read_bytes())
-        same: dict[str, bool] = cache["same"] if cache.get("loopx") == __version__ else {}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        same = {}
-    missed = False
-    drift = []
-    for path in sorted(ctx.workspace.lanes_dir.glob("*.toml")):
-        recorded = lanes["profiles"].get(path.stem)
-        try:
-            data = path.read_bytes()
-        except OSError:
-            drift.append(path.name)
-            continue
-        if recorded is None:
-            drift.append(path.name)
-            continue
-        key = (hashlib.sha256(data).hexdigest() + ":" + hashlib.sha256(
-            json.dumps({k: v for k, v in recorded.items() if k != "seq"},
-                       sort_keys=True).encode()).hexdigest())
-        if key not in same:
-            same[key] = _same_profile(path.name, data, recorded)
-            missed = True
-        if not same[key]:
-            drift.append(path.name)
-    if missed:
-        _save_cache(cache_path, {"loopx": __version__, "same": same})
-    return drift
-
-
-PROFILE_CACHE = "profiles.json"
-
-
-def _same_profile(name: str, data: bytes, recorded: dict[str, Any]) -> bool:
-    from loopx.kernel.errors import RecordRejected
-    from loopx.work.profiles import normal_profile, parse_profile
-
-    try:
-        return parse_profile(name, data) == normal_profile(recorded)
-    except RecordRejected:
-        return False
-
-
-def _save_cache(path: Any, data: dict[str, Any]) -> None:
-    """Best effort: a read-only workspace still answers, only slower next time."""
-    import json
-    import os
-
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(data, sort_keys=True))
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
 
 
 @tool("lanes.show", params=NoParams, writes=False)

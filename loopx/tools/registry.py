@@ -5,67 +5,30 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from loopx.governance.tool_risks import TOOL_RISKS, RiskClass
 from loopx.kernel.errors import FieldProblem, RecordRejected, UsageProblem
-
-if TYPE_CHECKING:
-    from loopx.kernel.checks import Credentials
-    from loopx.kernel.ledger import Ledger
-    from loopx.workspace import Workspace
+from loopx.kernel.plain import Frozen
+from loopx.tools.context import ToolContext
 
 
-
-@dataclass
-class ToolContext:
-    """What a tool runs against: the workspace, and the caller's credentials for writes."""
-
-    workspace: Workspace
-    creds: Credentials | None = None
-    _ledger: Ledger | None = field(default=None, repr=False)
-
-    @property
-    def ledger(self) -> Ledger:
-        """The workspace's ledger, opened on first use and kept for the context's life."""
-        if self._ledger is None:
-            self._ledger = self.workspace.ledger()
-        return self._ledger
-
-    def view(self) -> dict[str, Any]:
-        """The checked state (lanes, campaign and research slices), caught up to the head."""
-        return self.ledger.state()["lanes"]
-
-    def credentials(self) -> Credentials:
-        """The caller's credentials.
-
-        Raises:
-            Unauthorized: none were given.
-        """
-        from loopx.kernel.errors import Unauthorized
-
-        if self.creds is None or not self.creds.token:
-            raise Unauthorized("this operation writes and needs a token",
-                               hint="set LOOPX_TOKEN or pass --token-file")
-        return self.creds
-
-    def close(self) -> None:
-        """Release the store's file handles."""
-        if self._ledger is not None:
-            self._ledger.store.close()
-
-
-@dataclass(frozen=True)
-class Tool:
+class Tool(Frozen):
     """A registered operation. ``params`` is a dataclass; ``run`` returns JSON-ready data."""
 
+    _fields = ("name", "risk", "summary", "params", "run", "writes")
     name: str
     risk: RiskClass
     summary: str
     params: type[Any]
     run: Callable[[ToolContext, Any], dict[str, Any]]
     writes: bool
+
+    def __init__(self, name: str, risk: RiskClass, summary: str, params: type[Any],
+                 run: Callable[[ToolContext, Any], dict[str, Any]], writes: bool) -> None:
+        self.__dict__.update(name=name, risk=risk, summary=summary, params=params, run=run,
+                             writes=writes)
 
     @property
     def read_only(self) -> bool:
@@ -83,7 +46,8 @@ TOOLS: dict[str, Tool] = {}
 # first use, so a hot call such as `quota.should_run` does not pay for defining every tool.
 TOOL_MODULES: dict[str, str] = {
     **dict.fromkeys(("record", "verify"), "kernel"),
-    **dict.fromkeys(("agent", "todo", "status", "lanes"), "lanes"),
+    **dict.fromkeys(("agent", "todo", "lanes"), "lanes"),
+    "status": "status",
     "quota": "quota",
     **dict.fromkeys(("contract", "action", "approvals", "usage", "finding", "campaign"),
                     "governance"),

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from loopx.kernel.domains import Domain, Hook
-from loopx.work import state
+from loopx.work import state, todo_index
 
 if TYPE_CHECKING:
     from loopx.kernel.domains import Check
@@ -70,7 +70,7 @@ def checks() -> dict[str, Check]:
 
 DOMAIN = Domain(
     name="work",
-    slices={name: dict for name in state.SLICES},
+    slices={**{name: dict for name in state.SLICES}, todo_index.SLICE: todo_index.initial},
     folds=state.FOLDS,
     checks=checks,
     kinds=kinds,

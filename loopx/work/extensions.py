@@ -9,8 +9,9 @@ these names in their :class:`~loopx.kernel.domains.Domain`, and the lanes call t
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from loopx.kernel.plain import Frozen
 
 # (view, agent_id) -> Block | None: the agent takes no new work now, and why.
 CAMPAIGN_BLOCK = "work.campaign_block"
@@ -25,33 +26,43 @@ CLAIM_DATA = "work.claim_data"
 SUCCESSOR_CONDITIONS = "work.successor_conditions"
 
 
-@dataclass(frozen=True)
-class Block:
+class Block(Frozen):
     """Why an agent is held back from new work: a should-run reason and details."""
 
+    _fields = ("reason", "detail")
     reason: str
     detail: dict[str, Any]
 
+    def __init__(self, reason: str, detail: dict[str, Any]) -> None:
+        self.__dict__.update(reason=reason, detail=detail)
 
-@dataclass(frozen=True)
-class PassOver:
+
+class PassOver(Frozen):
     """Why selection skips a todo. When only such todos are left, ``reason`` (if any) is the
     answer, with the skipped ids under ``detail_key``; otherwise they go in the detail of
     ``no_eligible_todo``."""
 
+    _fields = ("reason", "detail_key")
     reason: str | None
     detail_key: str | None
 
+    def __init__(self, reason: str | None, detail_key: str | None) -> None:
+        self.__dict__.update(reason=reason, detail_key=detail_key)
 
-@dataclass(frozen=True)
-class SuccessorCondition:
+
+class SuccessorCondition(Frozen):
     """A fact a successor rule may require, read from folded state, never from the completer's
     result: ``holds(view, todo_id, todo)`` sees the state before the completion is folded in
     (the records ahead of it in its batch included), so the write path and ``loopx verify``
     agree. It must read state only: no clock, no files."""
 
+    _fields = ("summary", "holds")
     summary: str
     holds: Callable[[dict[str, Any], str, dict[str, Any]], bool]
+
+    def __init__(self, summary: str,
+                 holds: Callable[[dict[str, Any], str, dict[str, Any]], bool]) -> None:
+        self.__dict__.update(summary=summary, holds=holds)
 
 
 ConditionTable = Mapping[str, SuccessorCondition]

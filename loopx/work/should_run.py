@@ -7,11 +7,11 @@ once get different todos.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from loopx.kernel.domains import installed
 from loopx.kernel.errors import NotFound, Unauthorized
+from loopx.kernel.plain import Value
 from loopx.work.extensions import CAMPAIGN_BLOCK, CLAIM_DATA, PASS_OVER, Block, PassOver
 from loopx.work.leases import lease_live
 from loopx.work.scope import claim_scope
@@ -22,17 +22,21 @@ REASONS = ("selected", "already_holding_lease", "no_eligible_todo", "blocked", "
 TITLE_CHARS = 120
 
 
-@dataclass
-class Decision:
+class Decision(Value):
     """The answer to should-run: whether to run, why (one of :data:`REASONS`), and what."""
 
-    agent_id: str
-    role: str
-    run: bool
-    reason: str
-    todo_id: str | None = None
-    blocked: list[str] = field(default_factory=list)
-    detail: dict[str, Any] = field(default_factory=dict)
+    _fields = ("agent_id", "role", "run", "reason", "todo_id", "blocked", "detail")
+
+    def __init__(self, agent_id: str, role: str, run: bool, reason: str,
+                 todo_id: str | None = None, blocked: list[str] | None = None,
+                 detail: dict[str, Any] | None = None) -> None:
+        self.agent_id = agent_id
+        self.role = role
+        self.run = run
+        self.reason = reason
+        self.todo_id = todo_id
+        self.blocked = [] if blocked is None else blocked
+        self.detail = {} if detail is None else detail
 
 
 def agent_entry(lanes: LaneState, agent_id: str) -> dict[str, Any]:

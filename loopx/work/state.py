@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import bisect
 from collections import ChainMap
+from collections.abc import Callable
 from typing import Any
 
 from loopx.kernel.canonical import add_seconds
+from loopx.work import todo_index
+from loopx.work.todo_index import DONE
 
 LaneState = dict[str, Any]
 SLICES = ("profiles", "agents", "todos", "queues")
@@ -154,9 +157,6 @@ def _event(state: LaneState, record: dict[str, Any], p: dict[str, Any]) -> None:
         agents[holder] = {**agent, "holding": [t for t in agent["holding"] if t != todo_id]}
 
 
-DONE = ("completed", "failed", "cancelled")
-
-
 def _change(state: LaneState, record: dict[str, Any], p: dict[str, Any]) -> None:
     """A todo_change_v0: the todo is replaced, and moved in (or out of) its queue."""
     todos, agents = state["todos"], state["agents"]
@@ -196,7 +196,25 @@ def _change(state: LaneState, record: dict[str, Any], p: dict[str, Any]) -> None
         agents[holder] = {**agent, "holding": [t for t in agent["holding"] if t != todo_id]}
 
 
-FOLDS = {
+Fold = Callable[[LaneState, dict[str, Any], dict[str, Any]], None]
+
+
+def _indexed(fold: Fold) -> Fold:
+    """``fold``, also keeping :mod:`loopx.work.todo_index` up to date for the todos it changes."""
+    def keep(state: LaneState, record: dict[str, Any], p: dict[str, Any]) -> None:
+        todos = state["todos"]
+        # Every todo it may change: its own, and the one a new todo unblocks (in a fixed
+        # order, so every process folds the same index).
+        ids = (record.get("todo_id"), p.get("todo_id"), p.get("unblocks_todo_id"))
+        before = {i: todos.get(i) for i in dict.fromkeys(ids) if isinstance(i, str)}
+        fold(state, record, p)
+        for todo_id, entry in before.items():
+            todo_index.reindex(state[todo_index.SLICE], todo_id, entry, todos.get(todo_id))
+
+    return keep
+
+
+FOLDS: dict[str, Fold] = {
     "lane_profile_v0": _profile,
     "agent_grant_v0": _grant,
     "agent_revocation_v0": _revoke,
@@ -205,3 +223,4 @@ FOLDS = {
     "todo_event_v0": _event,
     "todo_change_v0": _change,
 }
+FOLDS.update({kind: _indexed(FOLDS[kind]) for kind in todo_index.INDEXED})

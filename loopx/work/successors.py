@@ -12,9 +12,9 @@ retried.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
+from loopx.kernel.canonical import sha256_hex
 from loopx.kernel.domains import installed
 from loopx.work.extensions import (
     SUCCESSOR_CONDITIONS,
@@ -30,7 +30,7 @@ def successor_id(source_todo_id: str, rule_id: str) -> str:
     plain = f"{source_todo_id}.{rule_id}"
     if len(plain) <= 128:
         return plain
-    digest = hashlib.sha256(plain.encode()).hexdigest()[:16]
+    digest = sha256_hex(plain.encode())[:16]
     return f"{source_todo_id[:100]}.{digest}"
 
 

@@ -12,6 +12,7 @@ from loopx.kernel.checks import Credentials
 from loopx.kernel.errors import NotFound
 from loopx.kernel.ledger import Ledger
 from loopx.kernel.store.base import Record
+from loopx.work import todo_index
 from loopx.work.leases import lease_live
 from loopx.work.should_run import blockers
 from loopx.work.state import LaneState, effective
@@ -93,11 +94,30 @@ def todo_rows(lanes: LaneState, now: str, *, role: str | None = None,
 
 
 def counts_by_state(lanes: LaneState, now: str) -> dict[str, int]:
-    """How many todos are in each state."""
+    """How many todos are in each state: the fold's counts by status, corrected for the
+    claimed todos whose lease lapsed and the open ones still waiting on a blocker."""
+    index = lanes[todo_index.SLICE]
     counts = dict.fromkeys(STATES, 0)
-    for todo_id in lanes["todos"]:
-        counts[todo_state(lanes, todo_id, now)] += 1
+    counts.update(index["counts"])
+    todos = lanes["todos"]
+    for todo_id in index["claimed"]:
+        if not lease_live(todos[todo_id], lanes["agents"], now):
+            counts["claimed"] -= 1
+            counts["expired"] += 1
+    for todo_id in index["waiting"]:
+        todo = todos[todo_id]
+        if todo["status"] == "open" and blockers(todo, lanes):
+            counts["open"] -= 1
+            counts["blocked"] += 1
     return counts
+
+
+def held_rows(lanes: LaneState, now: str) -> list[dict[str, Any]]:
+    """The claimed and expired todos (leases held or lapsed), in the order they were added:
+    :func:`todo_rows` for those two states, read from the fold's index of claimed todos."""
+    todos = lanes["todos"]
+    held = sorted(lanes[todo_index.SLICE]["claimed"], key=lambda t: todos[t]["seq"])
+    return [todo_row(lanes, todo_id, now) for todo_id in held]
 
 
 def find_todo(lanes: LaneState, todo_id: str) -> dict[str, Any]:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from loopx.kernel.errors import WorkspaceError
 from loopx.kernel.ledger import Ledger
+from loopx.kernel.plain import Frozen
 from loopx.kernel.store.base import Store
 from loopx.kernel.store.file import FileStore
 from loopx.kernel.store.location import (
@@ -32,13 +32,18 @@ ENV_WORKSPACE = "LOOPX_WORKSPACE"
 OWNER_AGENT = "owner"
 
 
-@dataclass(frozen=True)
-class Workspace:
+class Workspace(Frozen):
     """An initialised workspace: ``root`` is the project directory holding ``.loopx/``."""
 
+    _fields = ("root", "format_version", "store_location")
     root: Path
-    format_version: int = FORMAT_VERSION
-    store_location: str = FILE  # ``file`` or a postgresql:// URL without its password
+    format_version: int
+    store_location: str  # ``file`` or a postgresql:// URL without its password
+
+    def __init__(self, root: Path, format_version: int = FORMAT_VERSION,
+                 store_location: str = FILE) -> None:
+        self.__dict__.update(root=root, format_version=format_version,
+                             store_location=store_location)
 
     @property
     def dir(self) -> Path:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from loopx.kernel.canonical import GENESIS_HASH, dumps, dumps_value, sha256_hex
 from loopx.kernel.errors import FieldProblem, NotFound, RecordRejected
+from loopx.kernel.plain import Frozen, Value
 
 MAX_RECORD_BYTES = 64 * 1024
 MAX_BATCH_BYTES = 1024 * 1024
@@ -23,18 +23,22 @@ BatchBuilder = Callable[["Cursor", str], Sequence["Record | Encoded"]]
 Clock = Callable[[], str]
 
 
-@dataclass(frozen=True)
-class Cursor:
+class Cursor(Frozen):
     """A committed position: the last record's seq, hash and ts, plus a backend-specific place.
 
     ``position`` is opaque outside the backend that made it (the file store keeps segment,
     byte offset after the record, and the offset where the record's line starts).
     """
 
-    seq: int = 0
-    hash: str = GENESIS_HASH
-    ts: str | None = None
-    position: tuple[int, ...] = field(default=())
+    _fields = ("seq", "hash", "ts", "position")
+    seq: int
+    hash: str
+    ts: str | None
+    position: tuple[int, ...]
+
+    def __init__(self, seq: int = 0, hash: str = GENESIS_HASH, ts: str | None = None,
+                 position: tuple[int, ...] = ()) -> None:
+        self.__dict__.update(seq=seq, hash=hash, ts=ts, position=position)
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for checkpoints and ``--json`` output."""
@@ -53,15 +57,21 @@ class Cursor:
 STORE_SLOTS = frozenset({"batch_end", "hash", "prev_hash", "seq", "ts"})
 
 
-@dataclass(slots=True)
-class Encoded:
+class Encoded(Value):
     """A record serialized ahead of the lock: its canonical ``"key":value`` items in key order,
     with empty slots where the store fields go. Sealing under the lock fills the slots, hashes
     and joins; the result is byte for byte ``canonical.dumps`` of the sealed record."""
 
+    __slots__ = ("items", "record", "slots")
+    _fields = ("record", "items", "slots")
     record: Record
     items: tuple[bytes, ...]
     slots: dict[str, int]
+
+    def __init__(self, record: Record, items: tuple[bytes, ...], slots: dict[str, int]) -> None:
+        self.record = record
+        self.items = items
+        self.slots = slots
 
 
 def encode(record: Record | Encoded) -> Encoded:
@@ -106,16 +116,21 @@ def _layout(shape: tuple[str, ...]) -> tuple[list[str | None], list[bytes], dict
     return keys, prefixes, slots
 
 
-@dataclass(frozen=True)
-class Sealed:
+class Sealed(Frozen):
     """Records sealed for one commit: the dicts, their stored lines, and the head after them."""
 
+    _fields = ("records", "data", "last_line_length", "head_seq", "head_hash", "head_ts")
     records: list[Record]
     data: bytes
     last_line_length: int
     head_seq: int
     head_hash: str
     head_ts: str
+
+    def __init__(self, records: list[Record], data: bytes, last_line_length: int,
+                 head_seq: int, head_hash: str, head_ts: str) -> None:
+        self.__dict__.update(records=records, data=data, last_line_length=last_line_length,
+                             head_seq=head_seq, head_hash=head_hash, head_ts=head_ts)
 
 
 def batch_ts(head: Cursor, now: str) -> str:

@@ -29,13 +29,13 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from loopx.kernel.canonical import add_seconds
 from loopx.kernel.errors import WorkspaceError
+from loopx.kernel.plain import Frozen
 from loopx.kernel.store.base import Encoded, Record
 from loopx.kernel.store.quarantine import STORE_AGENT
 
@@ -45,24 +45,32 @@ _BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 _SIZE = 256  # the anchor file is rewritten in place at a fixed size: no truncate, no rename
 
 
-@dataclass(frozen=True)
-class Anchor:
+class Anchor(Frozen):
     """The host's monotonic reading (ns) and the trusted wall time at one append."""
 
+    _fields = ("boot_id", "mono_ns", "ts", "flagged_offset")
     boot_id: str
     mono_ns: int
     ts: str
-    flagged_offset: float | None = None  # the last wrong clock recorded, by its offset
+    flagged_offset: float | None  # the last wrong clock recorded, by its offset
+
+    def __init__(self, boot_id: str, mono_ns: int, ts: str,
+                 flagged_offset: float | None = None) -> None:
+        self.__dict__.update(boot_id=boot_id, mono_ns=mono_ns, ts=ts,
+                             flagged_offset=flagged_offset)
 
 
-@dataclass(frozen=True)
-class Stamp:
+class Stamp(Frozen):
     """The ``ts`` a batch gets, the anchor to keep, and a ``store_clock_v0`` payload when the
     wall clock was overruled and this episode was not flagged yet."""
 
+    _fields = ("ts", "anchor", "flag")
     ts: str
     anchor: Anchor | None
-    flag: dict[str, Any] | None = None
+    flag: dict[str, Any] | None
+
+    def __init__(self, ts: str, anchor: Anchor | None, flag: dict[str, Any] | None = None) -> None:
+        self.__dict__.update(ts=ts, anchor=anchor, flag=flag)
 
 
 _boot: list[str | None] = []  # read once per process: the boot id cannot change under it

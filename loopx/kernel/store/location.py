@@ -13,10 +13,10 @@ The password comes from the URL given in ``LOOPX_STORE`` or from libpq's usual p
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from urllib.parse import parse_qsl, quote, unquote, urlencode
 
 from loopx.kernel.errors import WorkspaceError
+from loopx.kernel.plain import Frozen
 
 ENV_STORE = "LOOPX_STORE"
 FILE = "file"
@@ -35,12 +35,15 @@ def is_postgres(location: str) -> bool:
     return location.startswith(SCHEMES)
 
 
-@dataclass(frozen=True)
-class PostgresLocation:
+class PostgresLocation(Frozen):
     """A parsed PostgreSQL store location: the libpq URL to connect with and the log name."""
 
+    _fields = ("conninfo", "log")
     conninfo: str  # what psycopg connects with (``log`` removed; password kept if given)
     log: str
+
+    def __init__(self, conninfo: str, log: str) -> None:
+        self.__dict__.update(conninfo=conninfo, log=log)
 
     @property
     def display(self) -> str:
