@@ -25,6 +25,12 @@ TS_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 def add_seconds(ts: str, seconds: float) -> str:
     """The store timestamp ``seconds`` after ``ts``."""
+    if ts[-1:] == "Z":
+        # Every fold of a claim computes its lease's end: isoformat is twice as fast as
+        # strftime and gives the same text for four-digit years.
+        moment = datetime.fromisoformat(ts[:-1]) + timedelta(seconds=seconds)
+        if moment.tzinfo is None and moment.year >= 1000:
+            return moment.isoformat(timespec="microseconds") + "Z"
     moment = datetime.fromisoformat(ts.replace("Z", "+00:00")) + timedelta(seconds=seconds)
     return moment.strftime(TS_FORMAT)
 

@@ -138,7 +138,7 @@ class Domains:
         """A view that takes updates in front of ``view`` and leaves ``view`` unchanged; it
         carries ``settings`` (or those ``view`` carries) under :data:`SETTINGS` and the rules
         version its batch is judged by (:mod:`loopx.kernel.rules`)."""
-        out: View = {name: ChainMap({}, view[name]) for name in self.slices}
+        out: View = {name: Overlay({}, view[name]) for name in self.slices}
         if settings is None:
             settings = view.get(SETTINGS)
         if settings is not None:
@@ -184,6 +184,30 @@ class Domains:
                     kinds[spec.name] = spec
             self._kinds = kinds
         return self._kinds
+
+
+class Overlay(ChainMap):  # type: ignore[type-arg]
+    """One slice of an overlay: updates go to the front map, lookups fall through to the slice.
+
+    ChainMap's own lookups loop over its maps in Python (``get`` tests membership and then
+    indexes, through a generator); an overlay has exactly two maps, and the write checks look
+    entries up in it some hundred times per write, under the store lock.
+    """
+
+    def __getitem__(self, key: Any) -> Any:
+        front = self.maps[0]
+        if key in front:
+            return front[key]
+        return self.maps[1][key]  # a lazy checkpoint table loads the entry here
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        front = self.maps[0]
+        if key in front:
+            return front[key]
+        return self.maps[1].get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.maps[0] or key in self.maps[1]
 
 
 class Hook:
