@@ -194,6 +194,9 @@ class Overlay(ChainMap):  # type: ignore[type-arg]
     entries up in it some hundred times per write, under the store lock.
     """
 
+    def __init__(self, front: dict[str, Any], base: Mapping[str, Any]) -> None:
+        self.maps = [front, base]  # type: ignore[list-item]
+
     def __getitem__(self, key: Any) -> Any:
         front = self.maps[0]
         if key in front:
