@@ -128,6 +128,7 @@ class Domains:
         self.identify = _single(self.domains, "identify")
         self.refusal = _single(self.domains, "refusal")
         self._kinds: dict[str, KindSpec] | None = None
+        self._points: dict[str, tuple[Callable[..., Any], ...]] = {}
 
     def initial(self) -> View:
         """The folded state of a log with no domain records yet."""
@@ -171,7 +172,11 @@ class Domains:
 
     def extensions(self, point: str) -> tuple[Callable[..., Any], ...]:
         """The hooks domains registered at extension ``point``, in domain order."""
-        return tuple(d.extensions[point] for d in self.domains if point in d.extensions)
+        found = self._points.get(point)
+        if found is None:  # domains are frozen: each point's hooks are gathered once
+            found = tuple(d.extensions[point] for d in self.domains if point in d.extensions)
+            self._points[point] = found
+        return found
 
     def kinds(self) -> dict[str, KindSpec]:
         """Every domain's record kinds by name (loads the record models once)."""
