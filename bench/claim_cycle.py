@@ -20,9 +20,9 @@ What it measures
             --line-bytes line to a shared file, flock(LOCK_UN), os.fdatasync (after the unlock,
             as loopx's FileStore syncs).
 
-    Workers import everything (for loopx, the record models too, which load on a process's
-    first write) and open their store before a multiprocessing Barrier, so neither imports nor
-    setup are timed. The clock runs from the first worker leaving the barrier to the last one
+    Workers import everything (for loopx, also what loads on a process's first write: the
+    record models, the write checks and the domains' hooks) and open their store before a
+    multiprocessing Barrier, so neither imports nor setup are timed. The clock runs from the first worker leaving the barrier to the last one
     finishing (CLOCK_MONOTONIC is system-wide). --keep keeps every repetition's logs.
 
 Verdict
@@ -88,7 +88,6 @@ def run_job(job: tuple, barrier: Any) -> tuple[float, float, int, dict[str, int]
     done = 0
     if side == "loopx":
         from loopx.kernel.checks import Credentials
-        from loopx.kernel.kinds import KINDS
         from loopx.work.claims import complete, should_run
         from loopx.workspace import find_workspace
 
@@ -96,9 +95,7 @@ def run_job(job: tuple, barrier: Any) -> tuple[float, float, int, dict[str, int]
         creds = Credentials(agent_id=agent_id, token=token)
         ledger = find_workspace(path).ledger()
         ledger.state()  # catch up with the setup records before the clock, as load_study does
-        # The record models (pydantic) load on a process's first write; load them before the
-        # clock, as Optuna's imports are.
-        len(KINDS)
+        load_write_path(ledger)
         profile_dir = os.environ.get(PROFILE_ENV)
         profiler = cProfile.Profile() if profile_dir else None
         barrier.wait()
@@ -158,6 +155,23 @@ def run_job(job: tuple, barrier: Any) -> tuple[float, float, int, dict[str, int]
         os.close(fd)
         os.close(lock_fd)
     return t0, t1, done, dict(others)
+
+
+def load_write_path(ledger: Any) -> None:
+    """Import what a process's first write imports (the record models, the domains' write
+    checks and extension hooks, the settings parser) before the clock, as Optuna's imports are.
+    """
+    from loopx.kernel.domains import Hook
+    from loopx.kernel.kinds import KINDS
+
+    len(KINDS)  # the record models (pydantic)
+    ledger.domains.checks_for("")  # every domain's write checks
+    for domain in ledger.domains.domains:
+        for hook in (*domain.extensions.values(), *domain.before_fold.values(),
+                     *domain.after_fold.values()):
+            if isinstance(hook, Hook):
+                hook.resolve()
+    ledger.settings()
 
 
 def run_all(pool: Pool, side: str, path: Path, cycles: int, extras: list[Any]

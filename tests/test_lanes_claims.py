@@ -345,3 +345,40 @@ def test_lifecycle_records_built_under_the_lock_are_in_their_models_dumped_form(
     for record in built:
         model = KINDS[record["schema_version"]].model
         assert model.model_validate(record["payload"]).model_dump(mode="json") == record["payload"]
+
+
+def test_the_claim_answer_is_the_packet_the_holder_sees_next(c: Campaign) -> None:
+    # The answer to should-run --claim is built after the lock, from the checked view: it must
+    # be exactly what the holder is shown when it asks again (epoch, lease end, via, data).
+    ex = c.agent("ex-1", "research_executor")
+    c.todo("t1")
+    got = claim_next(c, ex)
+    again = should_run(c.ledger, "ex-1")
+    assert again["reason"] == "already_holding_lease"
+    assert got["claimed"] and got["todo"] == again["todo"]
+    assert got["claim"] == again["claim"]
+    assert got["claim"]["epoch"] == 1 and got["claim"]["lease_expires_at"] is not None
+
+
+def test_the_state_a_writer_folds_is_the_state_a_fresh_fold_reads(c: Campaign) -> None:
+    # Folding into the state changes a role's queue in place; a batch's checks (an overlay)
+    # and a refused write must leave it untouched, and the writer's state must equal a fold
+    # of the log from scratch.
+    from loopx.kernel.ledger import Ledger
+
+    ex = c.agent("ex-1", "research_executor")
+    for i in range(6):
+        c.todo(f"t{i}")
+    before = [list(entry) for entry in c.lanes["queues"]["research_executor"]]
+    for _ in range(3):
+        got = claim_next(c, ex)
+        complete(c.ledger, ex, got["todo"]["todo_id"], got["todo"]["epoch"])
+    with pytest.raises(StaleLease):
+        complete(c.ledger, ex, "t4", 1)  # not held: refused under the lock
+    queue = c.lanes["queues"]["research_executor"]
+    assert [e[2] for e in queue] == [e[2] for e in before[3:]]
+    fresh = Ledger(c.ledger.store).state()
+    assert fresh.seq == c.ledger.state().seq
+    assert fresh["lanes"]["queues"] == c.lanes["queues"]
+    assert fresh["lanes"]["todos"] == c.lanes["todos"]
+    assert fresh["lanes"]["agents"] == c.lanes["agents"]

@@ -24,6 +24,12 @@ TS_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 def add_seconds(ts: str, seconds: float) -> str:
     """The store timestamp ``seconds`` after ``ts``."""
+    if ts[-1:] == "Z":
+        # Every fold of a claim computes its lease's end: isoformat is twice as fast as
+        # strftime and gives the same text for four-digit years.
+        moment = datetime.fromisoformat(ts[:-1]) + timedelta(seconds=seconds)
+        if moment.tzinfo is None and moment.year >= 1000:
+            return moment.isoformat(timespec="microseconds") + "Z"
     moment = datetime.fromisoformat(ts.replace("Z", "+00:00")) + timedelta(seconds=seconds)
     return moment.strftime(TS_FORMAT)
 
@@ -164,7 +170,10 @@ def _string_problems(value: str, path: str) -> list[FieldProblem]:
 
 def format_ts(moment: datetime) -> str:
     """RFC 3339 UTC with microseconds, e.g. ``2026-12-02T16:09:31.123456Z``."""
-    return moment.astimezone(UTC).strftime(TS_FORMAT)
+    utc = moment.astimezone(UTC)
+    if utc.year >= 1000:  # every append stamps its batch: isoformat is strftime's text, faster
+        return utc.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+    return utc.strftime(TS_FORMAT)
 
 
 def parse_ts(text: str) -> datetime:

@@ -160,6 +160,7 @@ class Domains:
         self.identify = _single(self.domains, "identify")
         self.refusal = _single(self.domains, "refusal")
         self._kinds: dict[str, KindSpec] | None = None
+        self._points: dict[str, tuple[Callable[..., Any], ...]] = {}
 
     def initial(self) -> View:
         """The folded state of a log with no domain records yet."""
@@ -170,7 +171,7 @@ class Domains:
         """A view that takes updates in front of ``view`` and leaves ``view`` unchanged; it
         carries ``settings`` (or those ``view`` carries) under :data:`SETTINGS` and the rules
         version its batch is judged by (:mod:`loopx.kernel.rules`)."""
-        out: View = {name: ChainMap({}, view[name]) for name in self.slices}
+        out: View = {name: Overlay({}, view[name]) for name in self.slices}
         if settings is None:
             settings = view.get(SETTINGS)
         if settings is not None:
@@ -203,7 +204,11 @@ class Domains:
 
     def extensions(self, point: str) -> tuple[Callable[..., Any], ...]:
         """The hooks domains registered at extension ``point``, in domain order."""
-        return tuple(d.extensions[point] for d in self.domains if point in d.extensions)
+        found = self._points.get(point)
+        if found is None:  # domains are frozen: each point's hooks are gathered once
+            found = tuple(d.extensions[point] for d in self.domains if point in d.extensions)
+            self._points[point] = found
+        return found
 
     def kinds(self) -> dict[str, KindSpec]:
         """Every domain's record kinds by name (loads the record models once)."""
@@ -216,6 +221,33 @@ class Domains:
                     kinds[spec.name] = spec
             self._kinds = kinds
         return self._kinds
+
+
+class Overlay(ChainMap):  # type: ignore[type-arg]
+    """One slice of an overlay: updates go to the front map, lookups fall through to the slice.
+
+    ChainMap's own lookups loop over its maps in Python (``get`` tests membership and then
+    indexes, through a generator); an overlay has exactly two maps, and the write checks look
+    entries up in it some hundred times per write, under the store lock.
+    """
+
+    def __init__(self, front: dict[str, Any], base: Mapping[str, Any]) -> None:
+        self.maps = [front, base]  # type: ignore[list-item]
+
+    def __getitem__(self, key: Any) -> Any:
+        front = self.maps[0]
+        if key in front:
+            return front[key]
+        return self.maps[1][key]  # a lazy checkpoint table loads the entry here
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        front = self.maps[0]
+        if key in front:
+            return front[key]
+        return self.maps[1].get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.maps[0] or key in self.maps[1]
 
 
 class Hook:

@@ -25,12 +25,12 @@ from loopx.kernel.fold import (
     fold_version,
 )
 from loopx.kernel.rules import upgrade_record
-from loopx.kernel.store.base import Cursor, Record, Store
+from loopx.kernel.store.base import Cursor, Encoded, Record, Store, encode
 
 if TYPE_CHECKING:
     from loopx.kernel.checks import Credentials, Identity
 
-Plan = Callable[[View, "Identity", str], list[Record]]
+Plan = Callable[[View, "Identity", str], Sequence[Record | Encoded]]
 Settings = Mapping[str, Any]
 
 CHECKPOINT_EVERY = 1000
@@ -146,14 +146,13 @@ class Ledger:
         return batch_ts(self._advance().cursor, self.store.now())
 
     def write(self, creds: Credentials, plan: Plan, *,
-              expect_seq: int | None = None, caught_up: bool = False) -> list[Record]:
+              expect_seq: int | None = None) -> list[Record]:
         """The one checked append path: authenticate, plan, check and commit in one locked step.
 
         ``plan(lanes, who, now)`` sees the lanes state caught up to the head (an overlay it may
         not change) and the ``ts`` the batch will carry, and returns unsealed records (see
-        :meth:`prepare`). Every record is then checked against that state before anything is
-        written. ``caught_up``: the caller has just caught the fold up (:meth:`identify`), so
-        the write does not read ahead of the lock again.
+        :meth:`prepare`), or those records already encoded (:func:`encode`, before the lock).
+        Every record is then checked against that state before anything is written.
 
         Raises:
             Unauthorized, Forbidden, StaleLease, Refused: a write check failed; nothing written.
@@ -162,12 +161,13 @@ class Ledger:
         """
         from loopx.kernel.checks import authenticate, check_batch
 
-        if not caught_up:
-            self._advance()  # catch up before the lock, so the locked step reads only the newest
         settings = self.settings()
+        # Catch up just before the lock (one stat when nothing is new), so the locked step
+        # folds only what other writers commit while this one waits.
+        self._advance()
         refused: list[ResearchRefused] = []
 
-        def build(head: Cursor, now: str) -> list[Record]:
+        def build(head: Cursor, now: str) -> list[Record | Encoded]:
             state = self._catch_up(head)
             self._locked_head = head.seq
             # A log written under older rules is upgraded in front of this batch, which is
@@ -178,11 +178,12 @@ class Ledger:
             first = head.seq + 1 + len(upgrade)
             lanes = self.domains.overlay(state["lanes"], settings, rules)
             who = authenticate(state["kernel"], lanes, creds, self.domains)
-            records = plan(lanes, who, now)
+            records = list(plan(lanes, who, now))
             if not records:
                 return records
             try:
-                check_batch(lanes, list(records), now, first, self.domains)
+                check_batch(lanes, [r.record if isinstance(r, Encoded) else r for r in records],
+                            now, first, self.domains)
             except ResearchRefused as exc:
                 # A research rule's refusal is kept for the audit trail, in the request's
                 # place; the caller still gets the error.
@@ -277,15 +278,16 @@ class Ledger:
         """
         self.goal_id()  # a log without its genesis record says so before any token check
         records = self.prepare(docs, self.identify(creds), kind=kind)
+        encoded = [encode(record) for record in records]  # serialized before the lock
 
-        def plan(lanes: View, who: Identity, now: str) -> list[Record]:
+        def plan(lanes: View, who: Identity, now: str) -> list[Record | Encoded]:
             if who.role != records[0]["lane_role"] or who.capability != records[0]["capability"]:
                 from loopx.kernel.errors import Unauthorized
 
                 raise Unauthorized(f"agent {who.agent_id!r}'s grant changed while writing")
-            return records
+            return encoded
 
-        return self.write(creds, plan, expect_seq=expect_seq, caught_up=True)
+        return self.write(creds, plan, expect_seq=expect_seq)
 
     def goal_id(self) -> str:
         """The workspace's goal, fixed by the genesis record.

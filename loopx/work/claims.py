@@ -8,20 +8,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopx.kernel.canonical import add_seconds
 from loopx.kernel.checks import Credentials, Identity, check_batch
 from loopx.kernel.errors import LoopxError, Refused
 from loopx.kernel.ledger import Ledger
-from loopx.kernel.store.base import Record
+from loopx.kernel.store.base import Encoded, Record, encode
 from loopx.work.leases import lease_live
 from loopx.work.should_run import (
     Decision,
     claim_fields,
     decision_json,
     select,
-    split_data,
 )
-from loopx.work.state import LaneState, effective
+from loopx.work.state import LaneState
 from loopx.work.successors import successor_todos
 from loopx.work.todos import find_todo
 
@@ -40,6 +38,7 @@ def should_run(ledger: Ledger, agent_id: str, *, claim: bool = False,
     if creds is None or creds.agent_id != agent_id:
         creds = Credentials(agent_id, creds.token if creds else None)
     answer: list[dict[str, Any]] = []
+    claimed: list[tuple[Decision, LaneState]] = []
 
     def plan(lanes: LaneState, who: Identity, now: str) -> list[Record]:
         decision = select(lanes, who.agent_id, now)
@@ -47,12 +46,11 @@ def should_run(ledger: Ledger, agent_id: str, *, claim: bool = False,
             answer.append(decision_json(decision, lanes, ledger.goal_id(), claimed=False))
             return []
         assert decision.todo_id is not None
-        records = _claim_records(ledger, lanes, who, decision.todo_id, now, via="should_run")
-        answer.append(_claimed_json(ledger, lanes, decision, now))
-        return records
+        claimed.append((decision, lanes))  # answered once the lock is released
+        return _claim_records(ledger, lanes, who, decision.todo_id, now, via="should_run")
 
     ledger.write(creds, plan)
-    return answer[-1]
+    return _claimed_json(ledger, *claimed[-1]) if claimed else answer[-1]
 
 
 def claim(ledger: Ledger, creds: Credentials, todo_id: str) -> dict[str, Any]:
@@ -62,29 +60,22 @@ def claim(ledger: Ledger, creds: Credentials, todo_id: str) -> dict[str, Any]:
         Refused: not claimable by this agent (wrong role, blocked, held, not allowed
         explicitly); NotFound: no such todo.
     """
-    answer: list[dict[str, Any]] = []
+    claimed: list[tuple[Decision, LaneState]] = []
 
     def plan(lanes: LaneState, who: Identity, now: str) -> list[Record]:
         find_todo(lanes, todo_id)
-        records = _claim_records(ledger, lanes, who, todo_id, now, via="explicit")
-        decision = Decision(who.agent_id, who.role, True, "selected", todo_id)
-        answer.append(_claimed_json(ledger, lanes, decision, now, via="explicit"))
-        return records
+        claimed.append((Decision(who.agent_id, who.role, True, "selected", todo_id), lanes))
+        return _claim_records(ledger, lanes, who, todo_id, now, via="explicit")
 
     ledger.write(creds, plan)
-    return answer[-1]
+    return _claimed_json(ledger, *claimed[-1])
 
 
-def _claimed_json(ledger: Ledger, lanes: LaneState, decision: Decision, now: str, *,
-                  via: str = "should_run") -> dict[str, Any]:
-    """The should-run answer for a claim about to be written (epoch and lease it will have)."""
-    out = decision_json(decision, lanes, ledger.goal_id(), claimed=False)
-    todo = lanes["todos"][decision.todo_id]
-    expires = add_seconds(now, effective(todo, lanes["profiles"], "lease_ttl_seconds"))
-    out["claimed"] = True
-    out["claim"].update(lease_expires_at=expires, via=via,
-                        data=split_data(lanes, todo, reveal=True))
-    return out
+def _claimed_json(ledger: Ledger, decision: Decision, lanes: LaneState) -> dict[str, Any]:
+    """The should-run answer for a claim just written, from the view its batch was checked
+    in, with the claim folded in (its epoch, lease and via): built after the lock is
+    released, so the writers queued behind this one do not wait for it."""
+    return decision_json(decision, lanes, ledger.goal_id(), claimed=True)
 
 
 def _claim_records(ledger: Ledger, lanes: LaneState, who: Identity, todo_id: str, now: str, *,
@@ -119,12 +110,13 @@ def _event(ledger: Ledger, creds: Credentials, todo_id: str, epoch: int,
     ahead = ledger.prepare(drafts, who) if drafts else []
     [event] = ledger.prepare({"todo_id": todo_id, "epoch": epoch, "payload": payload}, who,
                              kind="todo_event_v0")
+    encoded = [encode(record) for record in (*ahead, event)]  # serialized before the lock
 
-    def plan(lanes: LaneState, who_now: Identity, now: str) -> list[Record]:
+    def plan(lanes: LaneState, who_now: Identity, now: str) -> list[Record | Encoded]:
         todo = find_todo(lanes, todo_id)
         if skip is not None and skip(todo, who_now):
             return []
-        records = [*ahead, event]
+        records: list[Record | Encoded] = list(encoded)
         if successors and todo["holder"] == who_now.agent_id and todo["epoch"] == epoch:
             profile = lanes["profiles"].get(who_now.role, {})
             # The rules read the state the check will see at the completion: the records
@@ -137,7 +129,7 @@ def _event(ledger: Ledger, creds: Credentials, todo_id: str, epoch: int,
                 records += ledger.prepare(drafts, who_now)
         return records
 
-    return ledger.write(creds, plan, caught_up=True)  # identify() caught up just now
+    return ledger.write(creds, plan)
 
 
 def _ahead(ledger: Ledger, lanes: LaneState, ahead: list[Record], now: str) -> LaneState:

@@ -3,6 +3,8 @@ and the per-role queues selection reads.
 
 Updates are copy-on-write (each entry is replaced, never mutated in place), so the same
 handlers fold the log and check a batch against an overlay of the state without touching it.
+The one exception is a queue folded into the state itself, which changes in place (see
+``_enqueue``): copying it would cost the whole backlog per claim.
 ``queues`` holds the todos not yet done, per role (or per assignee, ``@agent``), sorted by
 (-priority, seq): selection takes the first claimable one instead of walking every todo. A todo
 change (``todo_change_v0``) moves its entry: a new priority re-sorts it, a reassignment moves it
@@ -42,20 +44,35 @@ def queue_name(todo: dict[str, Any]) -> str:
     return f"@{todo['assigned_to']}" if todo["assigned_to"] is not None else str(todo["role"])
 
 
+# A queue holds every todo of its role not yet done, so copying it costs as much as the backlog.
+# Folding into the state itself (its slices are dicts) changes a queue in place; folding into
+# an overlay (ChainMaps over the state, for a batch's checks) copies the queue it changes,
+# leaving the state's untouched. No overlay outlives a fold of the state it covers.
+
+
 def _enqueue(state: LaneState, todo_id: str, todo: dict[str, Any]) -> None:
     name = queue_name(todo)
-    queue = list(state["queues"].get(name, []))
+    queues = state["queues"]
+    queue = queues.get(name)
+    if queue is None:
+        queue = []
+    elif not isinstance(queues, dict):
+        queue = list(queue)
     bisect.insort(queue, [-todo["priority"], todo["seq"], todo_id])
-    state["queues"][name] = queue
+    queues[name] = queue
 
 
 def _dequeue(state: LaneState, todo_id: str, todo: dict[str, Any]) -> None:
     name = queue_name(todo)
-    queue = state["queues"].get(name, [])
+    queues = state["queues"]
+    queue = queues.get(name, [])
     entry = [-todo["priority"], todo["seq"], todo_id]
     at = bisect.bisect_left(queue, entry)
     if at < len(queue) and queue[at] == entry:
-        state["queues"][name] = queue[:at] + queue[at + 1:]
+        if isinstance(queues, dict):
+            del queue[at]
+        else:
+            queues[name] = queue[:at] + queue[at + 1:]
 
 
 def effective(todo: dict[str, Any], profiles: Any, field: str) -> Any:

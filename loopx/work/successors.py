@@ -83,14 +83,21 @@ def condition_table() -> dict[str, SuccessorCondition]:
     Raises:
         ValueError: two domains register the same name.
     """
+    domains = installed()
+    if _TABLE and _TABLE[0] is domains:
+        return _TABLE[1]  # built once per installed set: every completion reads it twice
     table: dict[str, SuccessorCondition] = {}
-    for hook in installed().extensions(SUCCESSOR_CONDITIONS):
+    for hook in domains.extensions(SUCCESSOR_CONDITIONS):
         found: ConditionTable = hook()
         for name, condition in found.items():
             if name in table:
                 raise ValueError(f"successor condition {name!r} is registered twice")
             table[name] = condition
+    _TABLE[:] = [domains, table]
     return table
+
+
+_TABLE: list[Any] = []  # [the Domains the table below was built from, the table]
 
 
 def unknown_conditions(rule: dict[str, Any], table: ConditionTable) -> list[str]:
