@@ -23,29 +23,36 @@ from pydantic import BaseModel
 from loopx.kernel.deobfuscate import read
 from loopx.kernel.errors import RedactionBlocked
 from loopx.kernel.secrets import found_how, named_patterns, secret_kind_in
+from loopx.narrator.mask import mask
 from loopx.narrator.story import Story
 
 View = dict[str, Any]
 
+# Each row names the needles every match holds (``named_patterns``): a text without one of them
+# is not searched for that row, which keeps a scan of a large page to a few passes.
 PRIVATE_PATHS = named_patterns(
     ("a home directory path",
-     r"(?<![\w.\-])(?:/home|/Users|/root|/var/folders|/private/var)(?:/|\b)"),
-    ("a home directory path", r"(?i)\b[A-Z]:\\(?:Users|Documents and Settings)\\"),
-    ("a home directory path", r"(?<![\w/.\-])~/"),
+     r"(?<![\w.\-])(?:/home|/Users|/root|/var/folders|/private/var)(?:/|\b)",
+     ("/home", "/Users", "/root", "/var/folders", "/private/var")),
+    ("a home directory path", r"(?i)\b[A-Z]:\\(?:Users|Documents and Settings)\\", (":\\",)),
+    ("a home directory path", r"(?<![\w/.\-])~/", ("~/",)),
     # Any drive, either slash; not a URL scheme (a letter before the colon).
-    ("a Windows drive path", r"(?<![A-Za-z0-9+.\-])[A-Za-z]:(?:\\|/(?!/))"),
-    ("a network (UNC) path", r"(?<!\\)\\\\[\w.$\-]+\\[\w.$\-]"),
-    ("a temporary directory path", r"(?<![\w.\-])/(?:var/)?tmp/"),
-    ("a workspace-internal path", r"(?<![\w\-])\.loopx(?:/|\\)"),
+    ("a Windows drive path", r"(?<![A-Za-z0-9+.\-])[A-Za-z]:(?:\\|/(?!/))", (":\\", ":/")),
+    ("a network (UNC) path", r"(?<!\\)\\\\[\w.$\-]+\\[\w.$\-]", ("\\\\",)),
+    ("a temporary directory path", r"(?<![\w.\-])/(?:var/)?tmp/", ("/tmp/",)),
+    ("a workspace-internal path", r"(?<![\w\-])\.loopx(?:/|\\)", (".loopx/", ".loopx\\")),
 )
 LOG_EXCERPTS = named_patterns(
-    ("a raw log excerpt (a traceback)", r"Traceback \(most recent call last\)"),
-    ("a raw log excerpt (a stack frame)", r'File "[^"\n]+", line \d+'),
-    ("a raw log excerpt (a stack frame)", r"(?m)^\s+at \S+ \(\S+:\d+:\d+\)"),
-    ("a raw log excerpt (a log record)", r'"(?:prev_hash|batch_end|capability)"\s*:'),
+    ("a raw log excerpt (a traceback)", r"Traceback \(most recent call last\)",
+     ("Traceback (most recent call last)",)),
+    ("a raw log excerpt (a stack frame)", r'File "[^"\n]+", line \d+', ('File "',)),
+    ("a raw log excerpt (a stack frame)", r"(?m)^\s+at \S+ \(\S+:\d+:\d+\)", ("at ",)),
+    ("a raw log excerpt (a log record)", r'"(?:prev_hash|batch_end|capability)"\s*:',
+     ('"prev_hash"', '"batch_end"', '"capability"')),
     ("a raw log excerpt (a log line)",
-     r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}\S*\]?\s+\[?"
-     r"(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL)\b"),
+     (r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}\S*\]?\s+\[?"
+      r"(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL)\b"),
+     ("TRACE", "DEBUG", "INFO", "NOTICE", "WARN", "ERROR", "CRITICAL", "FATAL")),
 )
 # A private value shorter than this is too likely to occur in ordinary words to search for;
 # paths are searched from four characters.
@@ -178,19 +185,26 @@ def findings(story: Story, output: str, view: View,
             seen.add((record_id, name, problem))
             found.append({"record_id": record_id, "field": name, "problem": problem})
 
+    # Each distinct value is read (decoded every way) once, however often the story quotes it.
+    problems: dict[str, list[str]] = {}
     for quoted in story.quoted:
-        for problem in problems_in(quoted.value, roots):
+        if quoted.value not in problems:
+            problems[quoted.value] = problems_in(quoted.value, roots)
+        for problem in problems[quoted.value]:
             report(quoted.record_id, quoted.field, problem)
     texts = {output, html.unescape(output)}
+    shown: dict[str, bool] = {}
     for record_id, name, value in private_values(view):
-        if _long_enough(value) and any(value.strip() in text for text in texts):
+        value = value.strip()
+        if value not in shown:
+            shown[value] = _long_enough(value) and any(value in text for text in texts)
+        if shown[value]:
             report(record_id, name, "the value of a private field")
     if not found:
-        # Whatever the template or the numbers added: scanned with typed ids masked.
+        # Whatever the template or the numbers added: scanned with typed ids masked (in one
+        # pass per length of id, as replacing them one by one, longest first, would).
         for text in texts:
-            for value in sorted(story.safe, key=len, reverse=True):
-                text = text.replace(value, "#")
-            for problem in problems_in(text, roots):
+            for problem in problems_in(mask(text, story.safe), roots):
                 report(None, "output", problem)
     return found
 
