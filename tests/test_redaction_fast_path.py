@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import re
+import string
 import sys
 
 import pytest
@@ -171,3 +172,27 @@ def test_a_value_quoted_twice_is_read_once_and_reported_for_each_record() -> Non
     found = redaction.findings(story, "<p>page</p>", view)
     assert [(f["record_id"], f["field"]) for f in found] == [("rec_a", "title"),
                                                              ("rec_b", "reason")]
+
+
+def test_the_listed_private_contract_fields_are_the_schemas() -> None:
+    from loopx.governance.records import ResearchContractV0
+
+    assert list(redaction.CONTRACT_PRIVATE) == redaction.private_fields(ResearchContractV0)
+
+
+def test_a_short_plain_text_holds_nothing_any_reading_finds(monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    """What ``PLAIN`` lets pass unread: every such text, read the full way, has no finding
+    (with the roots of a workspace and a home); one character longer, it might."""
+    roots = ("/home/alice", "/tmp/ws", "C:\\Users\\bob")
+    rng = random.Random(18)
+    chars = "AKIAghpskxoxbLhvbWUvYWJj0123456789_ .-" + string.ascii_letters
+    texts = ["", "hyp00123", "t000123", "ex-12", "todo 12", "L2hvbWUvYWJ", "a b c d e f",
+             "0123456789a", "deadbeefcaf", "AKIA0123456", "-----BEGIN", "xoxb-123456",
+             *("".join(rng.choice(chars) for _ in range(rng.randint(1, 11)))
+               for _ in range(4000))]
+    monkeypatch.setattr(redaction, "PLAIN", re.compile(r"(?!)"))  # read every text in full
+    for text in texts:
+        assert len(text) <= 11 and redaction.problems_in(text, roots) == [], text
+    # The bound is tight enough to matter: twelve plain characters can hide a path.
+    assert redaction.problems_in("L2hvbWUvYWJj") != []
