@@ -28,6 +28,7 @@ from loopx.narrator.first_screen import (
 )
 from loopx.narrator.state import published_screen
 from loopx.narrator.story import Quoted, Story, build
+from loopx.research.projections import frontier
 
 if TYPE_CHECKING:
     from loopx.kernel.checks import Credentials, Identity
@@ -95,7 +96,8 @@ def render(ledger: Ledger, surface: str, fmt: str, *, workspace_root: Path | Non
                            f"{', '.join(FORMATS.get(surface, ())) or 'none'}")
     state = ledger.state()
     view = state["lanes"]
-    story = build(view, state.seq, state.cursor.hash, screen=_screen(workspace_root))
+    rows = frontier(view)  # the story's and the graph's: computed once
+    story = build(view, state.seq, state.cursor.hash, screen=_screen(workspace_root), rows=rows)
     choice = choose(view, story.doc["first_screen"])
     _register_screen(view, story, choice.screen)
     doc = {**story.doc, "first_screen": choice.screen}
@@ -103,7 +105,7 @@ def render(ledger: Ledger, surface: str, fmt: str, *, workspace_root: Path | Non
         from loopx.narrator.html import render_board
         from loopx.research.graph import graph_json
 
-        text = render_board(doc, graph_json(view, state.seq), extra_head)
+        text = render_board(doc, graph_json(view, state.seq, rows), extra_head)
     elif fmt == "html":
         from loopx.narrator.html import render_story
 
