@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loopx.kernel.errors import Refused, StorageError, UsageProblem
+from loopx.kernel.gc_pause import paused_gc
 from loopx.narrator import redaction
 from loopx.narrator.first_screen import (
     NEUTRAL,
@@ -94,6 +95,13 @@ def render(ledger: Ledger, surface: str, fmt: str, *, workspace_root: Path | Non
     if fmt not in FORMATS.get(surface, ()):
         raise UsageProblem(f"format {fmt!r} is not one of {surface}'s: "
                            f"{', '.join(FORMATS.get(surface, ())) or 'none'}")
+    # The state, the story, the graph and the page hold no cycles (loopx.kernel.gc_pause).
+    with paused_gc():
+        return _render(ledger, surface, fmt, workspace_root, extra_head)
+
+
+def _render(ledger: Ledger, surface: str, fmt: str, workspace_root: Path | None,
+            extra_head: str) -> Rendered:
     state = ledger.state()
     view = state["lanes"]
     rows = frontier(view)  # the story's and the graph's: computed once
