@@ -16,26 +16,12 @@ from pathlib import Path
 
 import pytest
 from narrator_support import fixed_campaign
+from test_cold_imports import PROBE
 
 from loopx.narrator import board
 from loopx.narrator.publish import render
 from loopx.research.graph import build, graph_json
 from loopx.workspace import init_workspace
-
-PROBE = """
-import io, json, sys
-from contextlib import redirect_stdout
-sys.argv = ["loopx", *json.loads(sys.argv[1])]
-out = io.StringIO()
-code = 0
-with redirect_stdout(out):
-    from loopx.cli import main
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code or 0
-print(json.dumps({"code": code, "out": out.getvalue(), "modules": sorted(sys.modules)}))
-"""
 
 
 def test_a_cold_board_loads_no_record_models_and_no_networkx(tmp_path: Path) -> None:
