@@ -192,12 +192,13 @@ def _then(how: str, step: str) -> str:
     return f"{how}, {step}" if how else step
 
 
-def _layer(text: str) -> tuple[str, str]:
+def _layer(text: str, alone: list[str]) -> tuple[str, str]:
     """One layer of every decoding in turn (hex before base64, so hex of base64 is one layer),
-    normalised; and the names of those that changed anything."""
+    normalised; and the names of those that changed anything. ``alone`` holds each transform
+    of ``text`` itself, already computed: used while nothing has changed ``text`` yet."""
     steps: list[str] = []
-    for step, transform in TRANSFORMS:
-        decoded = transform(text)
+    for (step, transform), known in zip(TRANSFORMS, alone, strict=True):
+        decoded = transform(text) if steps else known
         if decoded != text:
             steps.append(step)
             text = decoded
@@ -225,11 +226,11 @@ def read(text: str) -> Readings:
         how = "" if current == text else label
         add(current, how)
         for depth in range(MAX_DEPTH + 1):
-            for step, transform in TRANSFORMS:
-                alone = transform(current)
-                if alone != current:
-                    add(normalise(alone), _then(how, step))
-            following, steps = _layer(current)
+            alone = [transform(current) for _, transform in TRANSFORMS]
+            for (step, _), decoded in zip(TRANSFORMS, alone, strict=True):
+                if decoded != current:
+                    add(normalise(decoded), _then(how, step))
+            following, steps = _layer(current, alone)
             if following == current:
                 break
             if depth == MAX_DEPTH:

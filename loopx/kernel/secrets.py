@@ -20,35 +20,73 @@ from loopx.kernel.errors import FieldProblem
 from loopx.kernel.members import members
 from loopx.kernel.tokens import TOKEN_PATTERN
 
+# Characters that are not ASCII but that a case-insensitive pattern matches to an ASCII letter
+# (dotted and dotless i, long s, Kelvin sign): computed over every code point by
+# tests/test_redaction_speed.py, so a Python that adds one fails there.
+CASE_TWINS = "\u0130\u0131\u017f\u212a"
+
+
+class Guarded:
+    """A compiled pattern behind a cheap test that fails closed: every match holds one of
+    ``needles``, so a text holding none of them is not searched. ``fold``: the pattern ignores
+    case and the needles are lower case; a text with a :data:`CASE_TWINS` character is always
+    searched."""
+
+    def __init__(self, source: str, needles: tuple[str, ...] = (), fold: bool = False) -> None:
+        self.pattern = re.compile(source)
+        self.needles = needles
+        self.fold = fold
+
+    def may_match(self, text: str) -> bool:
+        """False only if the pattern cannot match ``text`` (no needle in it)."""
+        if not self.needles:
+            return True
+        if self.fold:
+            if any(c in text for c in CASE_TWINS):
+                return True
+            text = text.lower()
+        return any(needle in text for needle in self.needles)
+
+    def search(self, text: str) -> re.Match[str] | None:
+        """``pattern.search(text)``, skipped (None) when the pattern cannot match."""
+        return self.pattern.search(text) if self.may_match(text) else None
+
+
 # (what a text looks like, the pattern that finds it): the first row that matches names it.
-NamedPatterns = tuple[tuple[str, re.Pattern[str]], ...]
+NamedPatterns = tuple[tuple[str, Guarded], ...]
 
 
-def named_patterns(*rows: tuple[str, str]) -> NamedPatterns:
-    """(what it looks like, regex source) rows, compiled, in the order given."""
-    return tuple((what, re.compile(source)) for what, source in rows)
+def named_patterns(*rows: tuple[str, str] | tuple[str, str, tuple[str, ...]]
+                   | tuple[str, str, tuple[str, ...], bool]) -> NamedPatterns:
+    """(what it looks like, regex source[, needles every match holds[, case folded]]) rows,
+    compiled, in the order given. Without needles a pattern is searched in every text."""
+    return tuple((row[0], Guarded(*row[1:])) for row in rows)  # type: ignore[arg-type]
 
 
 # Checked in every string value and key.
 PATTERNS = named_patterns(
-    ("a loopx token", TOKEN_PATTERN.pattern),
-    ("a private key", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"),
-    ("an AWS access key id", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b"),
-    ("a GitHub token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),
-    ("a GitLab token", r"\bglpat-[A-Za-z0-9_\-]{20,}"),
-    ("a Slack token", r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"),
-    ("an API secret key", r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,}"),
-    ("a Stripe key", r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"),
-    ("a Google API key", r"\bAIza[0-9A-Za-z_\-]{35}"),
-    ("a Hugging Face token", r"\bhf_[A-Za-z0-9]{30,}"),
+    ("a loopx token", TOKEN_PATTERN.pattern, ("lpx_",)),
+    ("a private key", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----", ("-----BEGIN ",)),
+    ("an AWS access key id", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b",
+     ("AKIA", "ASIA", "AGPA", "AIDA", "AROA")),
+    ("a GitHub token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})",
+     ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
+    ("a GitLab token", r"\bglpat-[A-Za-z0-9_\-]{20,}", ("glpat-",)),
+    ("a Slack token", r"\bxox[abposr]-[A-Za-z0-9\-]{10,}", ("xox",)),
+    ("an API secret key", r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,}", ("sk-",)),
+    ("a Stripe key", r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}", ("k_live_", "k_test_")),
+    ("a Google API key", r"\bAIza[0-9A-Za-z_\-]{35}", ("AIza",)),
+    ("a Hugging Face token", r"\bhf_[A-Za-z0-9]{30,}", ("hf_",)),
     ("a JSON web token",
-     r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
+     r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}", ("eyJ",)),
     # A scheme is short; an unbounded one made this search quadratic on long hyphenated runs.
     # ...including a database DSN's (postgresql://user:pass@host/db, even with no user).
-    ("a password in a URL", r"\b[A-Za-z][A-Za-z0-9+.\-]{0,31}://[^/\s:@]*:[^/\s@]+@"),
+    ("a password in a URL", r"\b[A-Za-z][A-Za-z0-9+.\-]{0,31}://[^/\s:@]*:[^/\s@]+@",
+     ("://",)),
     ("a credential assignment",
-     r"(?i)\b(?:password|passwd|secret|api[_\-]?key|access[_\-]?key|auth[_\-]?token|"
-     r"access[_\-]?token|client[_\-]?secret)\s*[=:]\s*['\"]?[^\s'\"$]{6,}"),
+     (r"(?i)\b(?:password|passwd|secret|api[_\-]?key|access[_\-]?key|auth[_\-]?token|"
+      r"access[_\-]?token|client[_\-]?secret)\s*[=:]\s*['\"]?[^\s'\"$]{6,}"),
+     ("passw", "secret", "api", "access", "auth"), True),
 )
 # A key with one of these names holding a literal string is a credential (an environment
 # reference such as "$HF_TOKEN" or "env:HF_TOKEN" is fine).

@@ -135,3 +135,76 @@ def todo_section(doc: dict[str, Any]) -> str:
             "<th>priority</th><th>who</th><th>blockers, or why cancelled</th></tr>"
             + ("".join(rows) or '<tr><td colspan="6">No todos left.</td></tr>')
             + "</table></div></section>")
+
+
+# A board of a long campaign lists at most this many items per list (cards per column, charts,
+# hypotheses in the graph picture, promoted and retired outcomes), and says where the rest are.
+LIMIT = 50
+SEE = {"promotion": "loopx candidates --json", "retirement": "loopx candidates --json",
+       "retry": "loopx candidates --json", "next": "loopx frontier --json",
+       "charts": "loopx frontier --json", "graph": "loopx graph --json",
+       "evidence": "loopx story", "outcomes": "loopx story"}
+WHAT = {"promotion": "cards", "retirement": "cards", "retry": "cards", "next": "cards",
+        "charts": "hypotheses' charts", "graph": "hypotheses",
+        "evidence": "hypotheses' evidence", "outcomes": "promoted or retired hypotheses"}
+COLUMN_LISTS = (("promotion", "promoted"), ("retirement", "retired"), ("retry", None),
+                ("next", None))
+
+
+def bounded(doc: dict[str, Any]) -> dict[str, Any]:
+    """The board's view of the story: each column cut to :data:`LIMIT` cards; the charts and
+    the graph picture for at most LIMIT hypotheses (those on a card first, then tree order);
+    the evidence of those and of every hypothesis on a card. ``cut`` maps each cut list to
+    (shown, total); ``graph_hypotheses`` and ``evidence_hypotheses`` are in tree order."""
+    out: dict[str, Any] = {**doc, "candidates": dict(doc["candidates"])}
+    cut: dict[str, tuple[int, int]] = {}
+    cards: set[str] = set()
+    for kind, decided_name in COLUMN_LISTS:
+        decided = doc[decided_name] if decided_name else []
+        found = doc.get("next_actions", []) if kind == "next" else doc["candidates"].get(kind, [])
+        kept = decided[:LIMIT]
+        rest = found[:LIMIT - len(kept)]
+        if decided_name:
+            out[decided_name] = kept
+            if len(decided) > LIMIT:
+                cut["outcomes"] = (LIMIT, max(len(decided), cut.get("outcomes", (0, 0))[1]))
+        if kind == "next":
+            out["next_actions"] = rest
+        elif kind in doc["candidates"]:
+            out["candidates"][kind] = rest
+        if len(decided) + len(found) > LIMIT:
+            cut[kind] = (LIMIT, len(decided) + len(found))
+        cards |= {c["key"] for c in kept + rest}
+    hypotheses = doc["hypotheses"]
+    order = ([h for h in hypotheses if h["key"] in cards]
+             + [h for h in hypotheses if h["key"] not in cards])
+    focus = {h["key"] for h in order[:LIMIT]}
+    out["graph_hypotheses"] = [h for h in hypotheses if h["key"] in focus]
+    out["evidence_hypotheses"] = [h for h in hypotheses if h["key"] in focus | cards]
+    if len(hypotheses) > LIMIT:
+        cut["graph"] = (len(focus), len(hypotheses))
+        cut["evidence"] = (len(out["evidence_hypotheses"]), len(hypotheses))
+    charts = doc.get("charts")
+    if charts is not None:
+        kept_charts = [c for c in charts["hypotheses"] if c["key"] in focus]
+        out["charts"] = {**charts, "hypotheses": kept_charts}
+        if len(kept_charts) < len(charts["hypotheses"]):
+            cut["charts"] = (len(kept_charts), len(charts["hypotheses"]))
+    out["cut"] = cut
+    return out
+
+
+def more_line(doc: dict[str, Any], name: str) -> str:
+    """Says that the list ``name`` was cut, how far, and which command lists it all."""
+    if name not in doc.get("cut", {}):
+        return ""
+    shown, total = doc["cut"][name]
+    return (f'<p class="more" data-list="{name}" data-shown="{shown}" data-total="{total}">'
+            f"Showing {shown:,} of {total:,} {WHAT[name]}; <code>{SEE[name]}</code> lists "
+            "them all.</p>")
+
+
+def noted(section: str, doc: dict[str, Any], name: str) -> str:
+    """``section`` with :func:`more_line` right under its heading."""
+    line = more_line(doc, name)
+    return section.replace("</h2>", "</h2>" + line, 1) if line else section

@@ -305,6 +305,7 @@ def _columns(doc: dict[str, Any]) -> str:
         cards = "".join(_card(kind, c, legend) for c in items)
         parts.append(f'<div class="column {kind}" id="{kind}-candidates" data-column="{kind}">'
                      f"<h2>{title}</h2><p class=\"meaning\">{escape(meaning)}</p>"
+                     + board.more_line(doc, kind)
                      + (cards or '<p class="empty">None.</p>') + "</div>")
     return ("".join(parts) + "</div>"
             + legend.html("Each card's left edge is its hypothesis' state:") + "</section>")
@@ -348,9 +349,13 @@ def render_board(doc: dict[str, Any], graph: dict[str, Any], extra_head: str = "
     """The board: the first screen, the campaign's state, the candidate and next-action
     columns, a metric chart per hypothesis, the todos, the disclosure, the analysis plan, the
     research plan (when one was recorded), the graph picture, the frontier and the evidence each
-    card links to."""
+    card links to. Lists longer than ``board.LIMIT`` are cut, saying so."""
+    cut = board.bounded(doc)  # long lists cut, each saying so and where the rest are
     return _page(doc["first_screen"]["title"], [
-        _first_screen(doc), board.status(doc), _columns(doc), chart.section(doc.get("charts")),
-        board.todo_section(doc), _disclosure(doc), _plan(doc), _research_plan(doc),
-        _graph(doc, graph), _frontier(doc), _outcomes(doc), _evidence(doc), _risks(doc)],
-        extra_head)
+        _first_screen(doc), board.status(doc), _columns(cut),
+        board.noted(chart.section(cut.get("charts")), cut, "charts"), board.todo_section(doc),
+        _disclosure(doc), _plan(doc), _research_plan(doc),
+        board.noted(_graph({**cut, "hypotheses": cut["graph_hypotheses"]}, graph), cut, "graph"),
+        _frontier(doc), board.noted(_outcomes(cut), cut, "outcomes"),
+        board.noted(_evidence({**cut, "hypotheses": cut["evidence_hypotheses"]}), cut,
+                    "evidence"), _risks(doc)], extra_head)

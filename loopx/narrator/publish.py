@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loopx.kernel.errors import Refused, StorageError, UsageProblem
+from loopx.kernel.gc_pause import paused_gc
 from loopx.narrator import redaction
 from loopx.narrator.first_screen import (
     NEUTRAL,
@@ -28,6 +29,7 @@ from loopx.narrator.first_screen import (
 )
 from loopx.narrator.state import published_screen
 from loopx.narrator.story import Quoted, Story, build
+from loopx.research.projections import frontier
 
 if TYPE_CHECKING:
     from loopx.kernel.checks import Credentials, Identity
@@ -93,9 +95,17 @@ def render(ledger: Ledger, surface: str, fmt: str, *, workspace_root: Path | Non
     if fmt not in FORMATS.get(surface, ()):
         raise UsageProblem(f"format {fmt!r} is not one of {surface}'s: "
                            f"{', '.join(FORMATS.get(surface, ())) or 'none'}")
+    # The state, the story, the graph and the page hold no cycles (loopx.kernel.gc_pause).
+    with paused_gc():
+        return _render(ledger, surface, fmt, workspace_root, extra_head)
+
+
+def _render(ledger: Ledger, surface: str, fmt: str, workspace_root: Path | None,
+            extra_head: str) -> Rendered:
     state = ledger.state()
     view = state["lanes"]
-    story = build(view, state.seq, state.cursor.hash, screen=_screen(workspace_root))
+    rows = frontier(view)  # the story's and the graph's: computed once
+    story = build(view, state.seq, state.cursor.hash, screen=_screen(workspace_root), rows=rows)
     choice = choose(view, story.doc["first_screen"])
     _register_screen(view, story, choice.screen)
     doc = {**story.doc, "first_screen": choice.screen}
@@ -103,7 +113,7 @@ def render(ledger: Ledger, surface: str, fmt: str, *, workspace_root: Path | Non
         from loopx.narrator.html import render_board
         from loopx.research.graph import graph_json
 
-        text = render_board(doc, graph_json(view, state.seq), extra_head)
+        text = render_board(doc, graph_json(view, state.seq, rows), extra_head)
     elif fmt == "html":
         from loopx.narrator.html import render_story
 

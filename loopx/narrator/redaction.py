@@ -14,46 +14,68 @@ of private fields and private records, which the story never reads.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any
 
 from loopx.kernel.deobfuscate import read
 from loopx.kernel.errors import RedactionBlocked
 from loopx.kernel.secrets import found_how, named_patterns, secret_kind_in
+from loopx.narrator.mask import mask
 from loopx.narrator.story import Story
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 View = dict[str, Any]
 
+# Each row names the needles every match holds (``named_patterns``): a text without one of them
+# is not searched for that row, which keeps a scan of a large page to a few passes.
 PRIVATE_PATHS = named_patterns(
     ("a home directory path",
-     r"(?<![\w.\-])(?:/home|/Users|/root|/var/folders|/private/var)(?:/|\b)"),
-    ("a home directory path", r"(?i)\b[A-Z]:\\(?:Users|Documents and Settings)\\"),
-    ("a home directory path", r"(?<![\w/.\-])~/"),
+     r"(?<![\w.\-])(?:/home|/Users|/root|/var/folders|/private/var)(?:/|\b)",
+     ("/home", "/Users", "/root", "/var/folders", "/private/var")),
+    ("a home directory path", r"(?i)\b[A-Z]:\\(?:Users|Documents and Settings)\\", (":\\",)),
+    ("a home directory path", r"(?<![\w/.\-])~/", ("~/",)),
     # Any drive, either slash; not a URL scheme (a letter before the colon).
-    ("a Windows drive path", r"(?<![A-Za-z0-9+.\-])[A-Za-z]:(?:\\|/(?!/))"),
-    ("a network (UNC) path", r"(?<!\\)\\\\[\w.$\-]+\\[\w.$\-]"),
-    ("a temporary directory path", r"(?<![\w.\-])/(?:var/)?tmp/"),
-    ("a workspace-internal path", r"(?<![\w\-])\.loopx(?:/|\\)"),
+    ("a Windows drive path", r"(?<![A-Za-z0-9+.\-])[A-Za-z]:(?:\\|/(?!/))", (":\\", ":/")),
+    ("a network (UNC) path", r"(?<!\\)\\\\[\w.$\-]+\\[\w.$\-]", ("\\\\",)),
+    ("a temporary directory path", r"(?<![\w.\-])/(?:var/)?tmp/", ("/tmp/",)),
+    ("a workspace-internal path", r"(?<![\w\-])\.loopx(?:/|\\)", (".loopx/", ".loopx\\")),
 )
 LOG_EXCERPTS = named_patterns(
-    ("a raw log excerpt (a traceback)", r"Traceback \(most recent call last\)"),
-    ("a raw log excerpt (a stack frame)", r'File "[^"\n]+", line \d+'),
-    ("a raw log excerpt (a stack frame)", r"(?m)^\s+at \S+ \(\S+:\d+:\d+\)"),
-    ("a raw log excerpt (a log record)", r'"(?:prev_hash|batch_end|capability)"\s*:'),
+    ("a raw log excerpt (a traceback)", r"Traceback \(most recent call last\)",
+     ("Traceback (most recent call last)",)),
+    ("a raw log excerpt (a stack frame)", r'File "[^"\n]+", line \d+', ('File "',)),
+    ("a raw log excerpt (a stack frame)", r"(?m)^\s+at \S+ \(\S+:\d+:\d+\)", ("at ",)),
+    ("a raw log excerpt (a log record)", r'"(?:prev_hash|batch_end|capability)"\s*:',
+     ('"prev_hash"', '"batch_end"', '"capability"')),
     ("a raw log excerpt (a log line)",
-     r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}\S*\]?\s+\[?"
-     r"(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL)\b"),
+     (r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}\S*\]?\s+\[?"
+      r"(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL)\b"),
+     ("TRACE", "DEBUG", "INFO", "NOTICE", "WARN", "ERROR", "CRITICAL", "FATAL")),
 )
+# The research contract's fields marked private in its schema (``private_fields`` of
+# ResearchContractV0, which a test holds equal): listed so rendering loads no record models.
+CONTRACT_PRIVATE = ("evaluation.dev.location", "evaluation.heldout.location")
 # A private value shorter than this is too likely to occur in ordinary words to search for;
 # paths are searched from four characters.
 MIN_PRIVATE = 10
 
 
+# A text this short made only of these characters holds nothing any scan finds, in any reading:
+# no decoding applies (hex needs 16 digits, base64 12 characters, a spaced run 15, an escape
+# "&", "%" or a backslash), every secret pattern needs 13 characters or an "=", ":" or "@",
+# every path and log pattern a character outside the set, and a private root is an absolute
+# path. tests/test_redaction_fast_path.py checks the claim on every such text it can make.
+PLAIN = re.compile(r"[A-Za-z0-9_ .\-]{0,11}")
+
+
 def problems_in(text: str, roots: tuple[str, ...] = ()) -> list[str]:
     """Every reason ``text`` may not be published (empty: it may)."""
+    if PLAIN.fullmatch(text):
+        return []  # an id, a short word or a number: see PLAIN
     found: list[str] = []
     readings = read(text)
     what = secret_kind_in(readings)
@@ -92,6 +114,8 @@ def private_fields(model: type[BaseModel], prefix: str = "") -> list[str]:
 
 
 def _model_types(annotation: Any) -> Iterator[type[BaseModel]]:
+    from pydantic import BaseModel
+
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         yield annotation
     for arg in getattr(annotation, "__args__", ()):
@@ -110,8 +134,6 @@ def private_values(view: View) -> list[tuple[str, str, str]]:
     """(record id, field, value) for every private value the folded state holds: private fields
     of the contract, the text of records marked private (research plans too), and private
     kinds' free text."""
-    from loopx.governance.records import ResearchContractV0
-
     out: list[tuple[str, str, str]] = []
 
     def add(record_id: str, name: str, value: Any) -> None:
@@ -124,9 +146,8 @@ def private_values(view: View) -> list[tuple[str, str, str]]:
             for i, item in enumerate(value):
                 add(record_id, f"{name}.{i}", item)
 
-    contract_private = private_fields(ResearchContractV0)
     for version in view["campaign"]["versions"]:
-        for path in contract_private:
+        for path in CONTRACT_PRIVATE:
             add(version["record_id"], path, _get(version, path))
         if version.get("visibility") == "private":
             add(version["record_id"], "objective", version["objective"])
@@ -178,19 +199,26 @@ def findings(story: Story, output: str, view: View,
             seen.add((record_id, name, problem))
             found.append({"record_id": record_id, "field": name, "problem": problem})
 
+    # Each distinct value is read (decoded every way) once, however often the story quotes it.
+    problems: dict[str, list[str]] = {}
     for quoted in story.quoted:
-        for problem in problems_in(quoted.value, roots):
+        if quoted.value not in problems:
+            problems[quoted.value] = problems_in(quoted.value, roots)
+        for problem in problems[quoted.value]:
             report(quoted.record_id, quoted.field, problem)
     texts = {output, html.unescape(output)}
+    shown: dict[str, bool] = {}
     for record_id, name, value in private_values(view):
-        if _long_enough(value) and any(value.strip() in text for text in texts):
+        value = value.strip()
+        if value not in shown:
+            shown[value] = _long_enough(value) and any(value in text for text in texts)
+        if shown[value]:
             report(record_id, name, "the value of a private field")
     if not found:
-        # Whatever the template or the numbers added: scanned with typed ids masked.
+        # Whatever the template or the numbers added: scanned with typed ids masked (in one
+        # pass per length of id, as replacing them one by one, longest first, would).
         for text in texts:
-            for value in sorted(story.safe, key=len, reverse=True):
-                text = text.replace(value, "#")
-            for problem in problems_in(text, roots):
+            for problem in problems_in(mask(text, story.safe), roots):
                 report(None, "output", problem)
     return found
 

@@ -39,14 +39,15 @@ __all__ = ["SAFE_TYPES", "Quoted", "Story", "build", "first_screen", "number", "
 
 
 def build(view: View, head_seq: int, head_hash: str, *,
-          screen: Callable[[str], bool] | None = None) -> Story:
+          screen: Callable[[str], bool] | None = None, rows: list[Row] | None = None) -> Story:
     """The case story of the folded state at ``head_seq`` (whose record hash is ``head_hash``).
 
     ``screen(text)`` says whether a todo's free text may be quoted on the board (the redaction
-    gate's test; without it every one is quoted and the gate judges them)."""
+    gate's test; without it every one is quoted and the gate judges them). ``rows``: the
+    frontier of ``view``, if the caller already computed it."""
     story = Story({})
     r = Reader(story)
-    rows = frontier(view)
+    rows = frontier(view) if rows is None else rows
     by_id = {row.hypothesis_id: row for row in rows}
     contract = _contract(r, current_contract(view), _private_ids(view))
     hypotheses = [_hypothesis(r, view, hid, by_id[hid], depth)

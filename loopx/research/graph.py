@@ -8,10 +8,10 @@ exported with nodes and edges in a fixed order as canonical JSON: the same log, 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol
 
-from loopx.research.projections import frontier
+from loopx.research.projections import Row, frontier
 from loopx.research.ref_identity import ref_key
 
 if TYPE_CHECKING:
@@ -29,11 +29,55 @@ def _contract_at(view: View, seq: int) -> str | None:
     return f"contract:v{versions[-1]['version']}" if versions else None
 
 
-def build(view: View) -> networkx.MultiDiGraph:
-    """The evidence graph of the folded state (networkx is imported only here)."""
-    import networkx
+class Graph(Protocol):
+    """What :func:`build` uses of ``networkx.MultiDiGraph``."""
 
-    g = networkx.MultiDiGraph(schema_version=SCHEMA)
+    def __contains__(self, node: object) -> bool: ...
+    def __iter__(self) -> Iterator[str]: ...
+    def add_node(self, node: str, **attrs: Any) -> None: ...
+    def add_edge(self, source: str, target: str, key: str, **attrs: Any) -> Any: ...
+    def nodes(self, data: bool = ...) -> Any: ...
+    def edges(self, data: bool = ...) -> Any: ...
+
+
+class PlainGraph:
+    """The part of a ``networkx.MultiDiGraph`` that :func:`build` uses, in plain dicts:
+    :func:`graph_json` reads only nodes and edges, so a cold ``loopx board`` never imports
+    networkx (about 0.2 s). Same semantics: re-adding a node updates its attributes, an edge is
+    keyed by (source, target, key)."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[str, dict[str, Any]] = {}
+        self._edges: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+    def __contains__(self, node: object) -> bool:
+        return node in self._nodes
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._nodes)
+
+    def add_node(self, node: str, **attrs: Any) -> None:
+        self._nodes.setdefault(node, {}).update(attrs)
+
+    def add_edge(self, source: str, target: str, key: str, **attrs: Any) -> None:
+        self._edges.setdefault((source, target, key), {}).update(attrs)
+
+    def nodes(self, data: bool = False) -> list[Any]:
+        return list(self._nodes.items()) if data else list(self._nodes)
+
+    def edges(self, data: bool = False) -> list[Any]:
+        return [(s, t, d) if data else (s, t) for (s, t, _), d in self._edges.items()]
+
+
+def build(view: View, into: Graph | None = None,
+          rows: list[Row] | None = None) -> networkx.MultiDiGraph:
+    """The evidence graph of the folded state, as a networkx graph (networkx is imported only
+    here) or filled into ``into``; ``rows``: the frontier of ``view``, if already computed."""
+    if into is None:
+        import networkx
+
+        into = networkx.MultiDiGraph(schema_version=SCHEMA)
+    g = into
 
     def edge(source: str, target: str, kind: str) -> None:
         if source in g and target in g:
@@ -47,13 +91,13 @@ def build(view: View) -> networkx.MultiDiGraph:
         if previous:
             edge(node, previous, "amends")
         previous = node
-    rows = {r.hypothesis_id: r for r in frontier(view)}
+    by_id = {r.hypothesis_id: r for r in (frontier(view) if rows is None else rows)}
     hypotheses = view["hypotheses"]
     for hid, h in hypotheses.items():
         g.add_node(f"hypothesis:{hid}", kind="hypothesis", seq=h["seq"], record_id=h["record_id"],
                    title=h["title"], mechanism_family=h["mechanism_family"],
-                   state=rows[hid].state, revision=h["revision"],
-                   completeness=rows[hid].completeness)
+                   state=by_id[hid].state, revision=h["revision"],
+                   completeness=by_id[hid].completeness)
     todos = view["todos"]
     for hid, todo_ids in view["hypothesis_todos"].items():
         for todo_id in todo_ids:
@@ -112,10 +156,10 @@ def build(view: View) -> networkx.MultiDiGraph:
             g.add_node(verdict, kind="approval", seq=approval["seq"],
                        verdict=approval["verdict"])
             edge(verdict, node, "approves" if approval["verdict"] == "approved" else "rejects")
-    return g
+    return g  # type: ignore[return-value]
 
 
-def _grounding(view: View, g: networkx.MultiDiGraph,
+def _grounding(view: View, g: Graph,
                edge: Callable[[str, str, str], None]) -> None:
     # Recorded grounding refs (a hypothesis' own grounding_refs are part of its record): each
     # grounds its hypothesis, or the contract version in force when the curator recorded it.
@@ -131,10 +175,10 @@ def _grounding(view: View, g: networkx.MultiDiGraph,
             edge(f"grounding:{gid}", target, "grounds")
 
 
-def graph_json(view: View, head_seq: int) -> dict[str, Any]:
+def graph_json(view: View, head_seq: int, rows: list[Row] | None = None) -> dict[str, Any]:
     """The graph as plain data for the log up to ``head_seq``: nodes sorted by id, edges by
-    (source, target, type)."""
-    g = build(view)
+    (source, target, type); ``rows``: the frontier of ``view``, if already computed."""
+    g = build(view, PlainGraph(), rows)
     nodes = [{"id": node, **data} for node, data in sorted(g.nodes(data=True))]
     edges = sorted(({"source": s, "target": t, "type": data["type"]}
                     for s, t, data in g.edges(data=True)),

@@ -1,0 +1,75 @@
+"""A cold ``loopx board`` loads only what it renders: no record models (pydantic) and no networkx
+(the evidence graph is listed from plain dicts, the same nodes and edges networkx gives). A
+long campaign's board cuts each long list to ``board.LIMIT`` items and says so on the page, with
+the command that lists them all, while it still shows the campaign's state, the next actions and
+a chart per shown hypothesis, and every card still links to evidence on the page. Behaviour,
+not timing: bench/cold_should_run.py measures the time."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from html import unescape
+from pathlib import Path
+
+import pytest
+from narrator_support import fixed_campaign
+from test_cold_imports import PROBE
+
+from loopx.narrator import board
+from loopx.narrator.publish import render
+from loopx.research.graph import build, graph_json
+from loopx.workspace import init_workspace
+
+
+def test_a_cold_board_loads_no_record_models_and_no_networkx(tmp_path: Path) -> None:
+    init_workspace(tmp_path, "cold-board")
+    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(["-C", str(tmp_path),
+                                                                     "board"])],
+                          capture_output=True, text=True, check=True)
+    result = json.loads(done.stdout)
+    assert result["code"] == 0 and result["out"].lstrip().lower().startswith("<!doctype html")
+    needless = [m for m in result["modules"] if m.split(".")[0] in ("pydantic", "networkx")
+                or (m.startswith("loopx.") and m.endswith(".records"))]
+    assert needless == []
+
+
+def test_the_plain_graph_lists_what_networkx_lists() -> None:
+    view = fixed_campaign().view()
+    g = build(view)  # a networkx.MultiDiGraph
+    nodes = [{"id": node, **data} for node, data in sorted(g.nodes(data=True))]
+    edges = sorted(({"source": s, "target": t, "type": data["type"]}
+                    for s, t, data in g.edges(data=True)),
+                   key=lambda e: (e["source"], e["target"], e["type"]))
+    listed = graph_json(view, 1)
+    assert listed["nodes"] == nodes and listed["edges"] == edges and nodes
+
+
+def _cut_board(monkeypatch: pytest.MonkeyPatch, limit: int) -> str:
+    monkeypatch.setattr(board, "LIMIT", limit)
+    f = fixed_campaign()
+    return render(f.c.ledger, "board", "html").text
+
+
+def test_a_long_board_cuts_its_lists_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    full = _cut_board(monkeypatch, 1000)
+    assert 'class="more"' not in full  # nothing is cut below the limit
+    text = _cut_board(monkeypatch, 1)
+    notes = re.findall(r'<p class="more" data-list="(\w+)" data-shown="(\d+)" '
+                       r'data-total="(\d+)">(.*?)</p>', text)
+    cut = {name: (int(shown), int(total)) for name, shown, total, _ in notes}
+    assert {"graph", "evidence", "charts", "next"} <= set(cut)
+    for name, shown, total, words in notes:
+        assert int(shown) < int(total)
+        assert f"Showing {shown} of {total}" in words and "<code>loopx " in words
+    # At most one card per column; each card's evidence is on the page.
+    for column in re.findall(r'data-column="\w+">(.*?)</div>', text):
+        assert column.count('class="card"') <= 1
+    anchors = set(re.findall(r'<h3 id="([^"]+)"', text))
+    assert set(re.findall(r'class="card" href="#([^"]+)"', text)) <= anchors
+    assert text.count('<figure class="chart"') == 1
+    # What the board always shows: the campaign's state, the next actions, the frontier.
+    assert 'id="status"' in text and 'id="next-candidates"' in text
+    assert unescape(full).count("<tr><td>") == unescape(text).count("<tr><td>")
