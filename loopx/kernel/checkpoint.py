@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
@@ -28,6 +28,11 @@ if TYPE_CHECKING:
     import sqlite3
 
 CHECKPOINT_FORMAT = 2
+# The extension point (``Domain.extensions``) whose hooks write what a domain derives from the
+# state into the same file and transaction as the state: see :func:`save_checkpoint`.
+SAVE_EXTRA = "checkpoint.save"
+# A hook (new file, the state, the file it was loaded from if the new one copies it, else None).
+SaveExtra = Callable[["sqlite3.Connection", State, "sqlite3.Connection | None"], None]
 _SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     # One row per value under a part: ``is_table`` rows hold their entries in ``rows``.
@@ -297,9 +302,11 @@ class _Loaded(State):
         self.db = db
 
 
-def save_checkpoint(path: Path, state: State, version: str) -> None:
+def save_checkpoint(path: Path, state: State, version: str,
+                    extras: Sequence[SaveExtra] = ()) -> None:
     """Write the state to a new file beside ``path``, fsync it, rename it over ``path`` and
-    fsync the directory. A state loaded from a checkpoint copies that file's untouched rows."""
+    fsync the directory. A state loaded from a checkpoint copies that file's untouched rows.
+    Each of ``extras`` then adds its own tables in the same transaction."""
     import sqlite3
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -319,6 +326,8 @@ def save_checkpoint(path: Path, state: State, version: str) -> None:
                     db.execute(statement)
             db.execute("BEGIN")
             _write(db, state, version, copied=base is not None)
+            for extra in extras:
+                extra(db, state, base)
             db.execute("COMMIT")
         finally:
             db.close()

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from loopx.kernel.checkpoint import load_checkpoint, save_checkpoint
+from loopx.kernel.checkpoint import SAVE_EXTRA, load_checkpoint, save_checkpoint
 from loopx.kernel.domains import Domains, View, installed
 from loopx.kernel.errors import ResearchRefused, WorkspaceError
 from loopx.kernel.fold import (
@@ -80,7 +80,8 @@ class Ledger:
         if (self.checkpoint_path is not None
                 and state.seq - self._saved_seq >= self.checkpoint_every):
             try:
-                save_checkpoint(self.checkpoint_path, state, self.version)
+                save_checkpoint(self.checkpoint_path, state, self.version,
+                                self.domains.extensions(SAVE_EXTRA))
                 self._saved_seq = state.seq
             except OSError as exc:  # a read-only workspace still answers queries
                 print(f"loopx: checkpoint not saved: {exc}", file=sys.stderr)

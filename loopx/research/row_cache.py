@@ -1,0 +1,184 @@
+"""The frontier rows and candidate entries, kept in the checkpoint file beside the state they were
+computed from, so that ``frontier --json`` and ``candidates --json`` after a few new records
+recompute only the hypotheses those records touched and print the rest as stored.
+
+Each hypothesis' row is kept as the JSON text the commands print (and its promotion, retirement
+and retry entries), with the rows of the state it read (:mod:`loopx.research.tracked_view`).
+A save (the :data:`~loopx.kernel.checkpoint.SAVE_EXTRA` hook) recomputes the rows whose inputs
+changed since the checkpoint it started from, in the same transaction as the state; a reader
+recomputes those its own catch-up changed (:mod:`loopx.kernel.checkpoint_changes`). The cache
+is a pure function of the log: it is used only if it names the checkpoint's own cursor and this
+code's :data:`ROWS_VERSION`, otherwise everything is computed as without it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from loopx import __version__
+from loopx.kernel.checkpoint_changes import Changes, changes_since_load, loaded_db
+from loopx.kernel.fold import State
+from loopx.research.tracked_view import WHOLE, TrackedView
+
+if TYPE_CHECKING:
+    import sqlite3
+
+# Bump whenever what a row or a candidate entry says changes (the package version is part of
+# the stamp too, so an upgrade never reads rows an older release computed).
+ROWS_VERSION = 1
+STAMP = f"{ROWS_VERSION}/{__version__}"
+HYPOTHESES = "lanes/hypotheses"
+CANDIDATE_KINDS = ("promotion", "retirement", "retry")
+FRONTIER_SCHEMA = "decentralized_research_frontier_v0"
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS research_rows_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    ("CREATE TABLE IF NOT EXISTS research_rows (hid TEXT PRIMARY KEY, pos INTEGER NOT NULL, "
+     "frontier TEXT NOT NULL, promotion TEXT, retirement TEXT, retry TEXT)"),
+    ("CREATE TABLE IF NOT EXISTS research_deps (tbl TEXT NOT NULL, key TEXT NOT NULL, "
+     "hid TEXT NOT NULL, PRIMARY KEY (tbl, key, hid)) WITHOUT ROWID"),
+    "CREATE INDEX IF NOT EXISTS research_deps_hid ON research_deps (hid)",
+    "CREATE INDEX IF NOT EXISTS research_rows_order ON research_rows (pos)",
+)
+View = dict[str, Any]
+# A hypothesis' cached texts: its position (its seq), frontier row, and candidate entries.
+Texts = tuple[int, str, "str | None", "str | None", "str | None"]
+
+
+def dumps(value: Any) -> str:
+    """JSON text as the ``--json`` commands print it (sorted keys, non-ASCII kept)."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def texts(view: View, hypothesis_id: str) -> Texts:
+    """The hypothesis' row and candidate entries as printed (``view`` may be tracked)."""
+    from loopx.research.projections import row
+
+    r = row(view, hypothesis_id)
+    base = {"hypothesis_id": r.hypothesis_id, "title": r.title, "revision": r.revision}
+    entries = [None if extra is None else dumps({**base, **extra})
+               for extra in (r.promotion, r.retirement, r.retry)]
+    return (view["hypotheses"][hypothesis_id]["seq"], dumps(r.to_json()), *entries)
+
+
+# -- written with the checkpoint ------------------------------------------------------------
+
+def save_rows(db: sqlite3.Connection, state: State, base: sqlite3.Connection | None) -> None:
+    """The checkpoint hook: bring the rows in ``db`` (a copy of ``base``, if given) to
+    ``state``, recomputing those whose inputs changed, or all of them."""
+    lanes = state.parts.get("lanes")
+    if lanes is None or "hypotheses" not in lanes:
+        return  # not the installed domains' state: nothing to derive
+    for statement in _SCHEMA:
+        db.execute(statement)
+    dirty = None
+    if base is not None and _valid(base):
+        changes = changes_since_load(state)
+        dirty = None if changes is None else _dirty(db, changes)
+    if dirty is None:
+        db.execute("DELETE FROM research_rows")
+        db.execute("DELETE FROM research_deps")
+        dirty = set(lanes["hypotheses"])
+    hypotheses = lanes["hypotheses"]
+    for hid in sorted(dirty):
+        db.execute("DELETE FROM research_deps WHERE hid = ?", (hid,))
+        if hid not in hypotheses:
+            db.execute("DELETE FROM research_rows WHERE hid = ?", (hid,))
+            continue
+        tracked = TrackedView(lanes)
+        row = texts(tracked, hid)
+        db.execute("INSERT OR REPLACE INTO research_rows VALUES (?, ?, ?, ?, ?, ?)", (hid, *row))
+        db.executemany("INSERT INTO research_deps VALUES (?, ?, ?)",
+                       [(tbl, str(key), hid) for tbl, key in tracked.deps])
+    cursor = db.execute("SELECT value FROM meta WHERE key = 'cursor'").fetchone()[0]
+    db.executemany("INSERT OR REPLACE INTO research_rows_meta VALUES (?, ?)",
+                   [("cursor", cursor), ("stamp", STAMP)])
+
+
+def _valid(db: sqlite3.Connection) -> bool:
+    """Whether ``db`` holds rows computed from its own state by this code."""
+    import sqlite3
+
+    try:
+        meta = dict(db.execute("SELECT key, value FROM research_rows_meta"))
+        cursor = db.execute("SELECT value FROM meta WHERE key = 'cursor'").fetchone()
+    except sqlite3.DatabaseError:
+        return False
+    return (cursor is not None and meta.get("cursor") == cursor[0]
+            and meta.get("stamp") == STAMP)
+
+
+def _dirty(db: sqlite3.Connection, changes: Changes) -> set[str] | None:
+    """The hypotheses whose rows read a changed row (None: possibly all of them)."""
+    out: set[str] = set()
+    for tbl, keys in changes.items():
+        if keys is None:
+            if tbl == HYPOTHESES:
+                return None
+            out.update(h for (h,) in db.execute(
+                "SELECT DISTINCT hid FROM research_deps WHERE tbl = ?", (tbl,)))
+            continue
+        if tbl == HYPOTHESES:
+            out |= keys  # new ones have no row yet
+        for key in (WHOLE, *keys):
+            out.update(h for (h,) in db.execute(
+                "SELECT hid FROM research_deps WHERE tbl = ? AND key = ?", (tbl, key)))
+    return out
+
+
+# -- read by the commands -------------------------------------------------------------------
+
+def _rows(state: State, columns: str) -> list[tuple[Any, ...]] | None:
+    """Every hypothesis' ``columns`` in the order proposed, from the cache where the catch-up
+    left them as stored; None when the state has no usable cache."""
+    db = loaded_db(state)
+    if db is None or not _valid(db):
+        return None
+    changes = changes_since_load(state)
+    dirty = None if changes is None else _dirty(db, changes)
+    if dirty is None:
+        return None
+    rows = db.execute(f"SELECT hid, pos, {columns} FROM research_rows ORDER BY pos").fetchall()
+    if dirty:
+        view = state["lanes"]
+        hypotheses = view["hypotheses"]
+        picked = [("pos", "frontier", *CANDIDATE_KINDS).index(c)
+                  for c in ("pos", *columns.split(","))]
+        rows = [r for r in rows if r[0] not in dirty]
+        for hid in dirty:
+            if hid in hypotheses:
+                row = texts(view, hid)
+                rows.append((hid, *[row[i] for i in picked]))
+        rows.sort(key=lambda r: r[1])  # nearly in order already: cheap
+    return [r[2:] for r in rows]
+
+
+def frontier_text(state: State) -> str:
+    """What ``loopx frontier --json`` prints (without the newline), from the cache if it has
+    one for this state's checkpoint, else computed."""
+    rows = _rows(state, "frontier")
+    if rows is None:
+        from loopx.research.projections import frontier
+
+        texts_ = [dumps(r.to_json()) for r in frontier(state["lanes"])]
+    else:
+        texts_ = [r[0] for r in rows]
+    return (f'{{"agent_id": null, "head_seq": {state.seq}, "hypotheses": [{", ".join(texts_)}]'
+            f', "role": null, "schema_version": "{FRONTIER_SCHEMA}"}}')
+
+
+def candidates_text(state: State) -> str:
+    """What ``loopx candidates --json`` prints (without the newline), as :func:`frontier_text`."""
+    rows = _rows(state, ",".join(CANDIDATE_KINDS))
+    if rows is None:
+        from loopx.research.projections import candidates
+
+        return dumps({"head_seq": state.seq, **candidates(state["lanes"])})
+    lists = [_joined(r[i] for r in rows) for i in range(len(CANDIDATE_KINDS))]
+    return (f'{{"head_seq": {state.seq}, "promotion": {lists[0]}, "retirement": {lists[1]}, '
+            f'"retry": {lists[2]}}}')
+
+
+def _joined(entries: Iterable[str | None]) -> str:
+    return "[" + ", ".join(e for e in entries if e is not None) + "]"

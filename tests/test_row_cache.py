@@ -1,0 +1,191 @@
+"""The frontier rows kept with the checkpoint (loopx.research.row_cache): ``frontier --json`` and
+``candidates --json`` print from them what a full rebuild prints, recomputing only the rows a
+new record touched; a cache that does not name its checkpoint's state is never read; and the
+direct command path answers what the click command answers, without click or the record models.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from loopx.cli import cli
+from loopx.kernel.checkpoint import save_checkpoint
+from loopx.kernel.checkpoint_changes import changes_since_load, loaded_db
+from loopx.kernel.checks import Credentials
+from loopx.kernel.fold import State
+from loopx.kernel.ledger import Ledger
+from loopx.research import row_cache
+from loopx.research.decisions import decide
+from loopx.research.projections import candidates, frontier
+from loopx.research.tracked_view import WHOLE, TrackedView
+from loopx.testing.research import ResearchLoop
+from loopx.workspace import Workspace, init_workspace
+
+
+@pytest.fixture
+def research(tmp_path: Path) -> Iterator[tuple[Workspace, ResearchLoop]]:
+    """A workspace with a few hypotheses, and the checkpoint a ledger leaves at its head."""
+    ws, token = init_workspace(tmp_path, "rows")
+    loop = ResearchLoop(Ledger(ws.store(durable=False)), Credentials("owner", token))
+    loop.contract()
+    loop.supported("h-a", [0.95, 0.96, 0.97], [0.95, 0.96, 0.97])
+    loop.supported("h-b", [0.85, 0.86, 0.85], None, mechanism="depth")
+    loop.propose("h-c", mechanism="lr")
+    loop.run("h-c", "dev", None, status="failed")
+    loop.propose("h-d", mechanism="width", parameters={"k": 3})
+    loop.run("h-d", "dev", [0.9, 0.91, 0.89])
+    checkpoint(ws)
+    try:
+        yield ws, loop
+    finally:
+        loop.ledger.store.close()
+
+
+def checkpoint(ws: Workspace) -> None:
+    """Save the checkpoint at the head as a workspace's ledger does after a command."""
+    ledger = ws.ledger()
+    ledger.checkpoint_every = 1
+    ledger.state()
+    ledger.store.close()
+
+
+def rebuilt(ws: Workspace) -> tuple[str, str]:
+    """The two commands' JSON as the tools give it, from the whole log folded anew."""
+    ledger = Ledger(ws.store(durable=False))
+    state = ledger.state()
+    view = state["lanes"]
+    ledger.store.close()
+    rows = [r.to_json() for r in frontier(view)]
+    return (row_cache.dumps({"schema_version": "decentralized_research_frontier_v0",
+                             "head_seq": state.seq, "agent_id": None, "role": None,
+                             "hypotheses": rows}),
+            row_cache.dumps({"head_seq": state.seq, **candidates(view)}))
+
+
+def loaded(ws: Workspace) -> tuple[Ledger, State]:
+    ledger = ws.ledger()
+    state = ledger.state()
+    assert ledger.checkpoint_status == "checkpoint used"
+    return ledger, state
+
+
+def dirty(state: State) -> set[str] | None:
+    db = loaded_db(state)
+    changes = changes_since_load(state)
+    assert db is not None and changes is not None
+    return row_cache._dirty(db, changes)
+
+
+def test_after_new_records_only_the_touched_rows_are_recomputed(
+        research: tuple[Workspace, ResearchLoop]) -> None:
+    ws, loop = research
+    ledger, state = loaded(ws)
+    assert dirty(state) == set()  # at the head: every row as stored
+    assert (row_cache.frontier_text(state), row_cache.candidates_text(state)) == rebuilt(ws)
+    ledger.store.close()
+
+    loop.judge("h-d", "dev")  # one new record, about one hypothesis
+    ledger, state = loaded(ws)
+    assert dirty(state) == {"h-d"}
+    assert (row_cache.frontier_text(state), row_cache.candidates_text(state)) == rebuilt(ws)
+    ledger.store.close()
+
+    # A decision, a new hypothesis and another run, all after the checkpoint.
+    decide(loop.ledger, loop.agents["ev"], "h-b", "retired", reason="contradicted")
+    loop.propose("h-e", mechanism="augment")
+    loop.run("h-e", "dev", [0.95, 0.95, 0.96])
+    ledger, state = loaded(ws)
+    assert {"h-b", "h-d", "h-e"} <= (dirty(state) or set())
+    frontier_text, candidates_text = (row_cache.frontier_text(state),
+                                      row_cache.candidates_text(state))
+    assert (frontier_text, candidates_text) == rebuilt(ws)
+    assert [h["hypothesis_id"] for h in json.loads(frontier_text)["hypotheses"]] == [
+        "h-a", "h-b", "h-c", "h-d", "h-e"]
+    ledger.store.close()
+
+
+def test_a_checkpoint_save_brings_the_rows_to_its_state(
+        research: tuple[Workspace, ResearchLoop]) -> None:
+    ws, loop = research
+    loop.judge("h-d", "dev")
+    decide(loop.ledger, loop.agents["ev"], "h-a", "promoted")
+    checkpoint(ws)  # loaded the old checkpoint, folded the tail, saved: rows recomputed
+    ledger, state = loaded(ws)
+    assert dirty(state) == set()
+    assert (row_cache.frontier_text(state), row_cache.candidates_text(state)) == rebuilt(ws)
+    ledger.store.close()
+
+
+def test_rows_that_do_not_name_the_checkpoints_state_are_not_read(
+        research: tuple[Workspace, ResearchLoop]) -> None:
+    ws, loop = research
+    loop.judge("h-d", "dev")
+    # A save without the research hook (a bare save_checkpoint) copies rows of the older state.
+    ledger = ws.ledger()
+    state = ledger.state()
+    path = ledger.checkpoint_path
+    assert path is not None
+    save_checkpoint(path, state, ledger.version)
+    ledger.store.close()
+    ledger, state = loaded(ws)
+    db = loaded_db(state)
+    assert db is not None and not row_cache._valid(db)
+    assert row_cache._rows(state, "frontier") is None
+    assert (row_cache.frontier_text(state), row_cache.candidates_text(state)) == rebuilt(ws)
+    ledger.store.close()
+
+
+def test_a_tracked_view_records_what_was_read() -> None:
+    view: dict[str, Any] = {"todos": {"t1": {"status": "open"}}, "hypotheses": {"h": {}}}
+    tracked = TrackedView(view)
+    assert tracked["todos"]["t1"] == {"status": "open"}
+    assert tracked["hypotheses"].get("missing") is None
+    assert "x" not in tracked["todos"]
+    assert list(tracked["hypotheses"].values()) == [{}]
+    assert tracked.deps == {("lanes/todos", "t1"), ("lanes/hypotheses", "missing"),
+                            ("lanes/todos", "x"), ("lanes/hypotheses", WHOLE),
+                            ("lanes/hypotheses", "h")}
+    with pytest.raises(TypeError):
+        json.dumps(tracked["todos"])  # never read as an empty dict behind the tracking
+
+
+PROBE = """
+import io, json, sys
+from contextlib import redirect_stdout
+sys.argv = ["loopx", *json.loads(sys.argv[1])]
+out = io.StringIO()
+code = 0
+with redirect_stdout(out):
+    from loopx.cli import main
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code or 0
+print(json.dumps({"code": code, "out": out.getvalue(), "modules": sorted(sys.modules)}))
+"""
+
+
+@pytest.mark.parametrize("command", ["frontier", "candidates"])
+def test_the_direct_command_prints_what_click_prints(research: tuple[Workspace, ResearchLoop],
+                                                     command: str) -> None:
+    ws, loop = research
+    loop.judge("h-d", "dev")
+    done = subprocess.run([sys.executable, "-c", PROBE,
+                           json.dumps(["-C", str(ws.root), command, "--json"])],
+                          capture_output=True, text=True, check=True,
+                          env={"PATH": "/usr/bin:/bin"})
+    direct = json.loads(done.stdout)
+    clicked = CliRunner().invoke(cli, ["-C", str(ws.root), command, "--json"])
+    assert direct["code"] == clicked.exit_code == 0
+    assert direct["out"] == clicked.stdout
+    never = ("click", "pydantic", "networkx", "loopx.cli.app", "loopx.tools")
+    assert [m for m in direct["modules"]
+            if any(m == n or m.startswith(f"{n}.") for n in never)] == []
