@@ -138,7 +138,7 @@ def test_rows_that_do_not_name_the_checkpoints_state_are_not_read(
     ledger, state = loaded(ws)
     db = loaded_db(state)
     assert db is not None and not row_cache._valid(db)
-    assert row_cache._rows(state, "frontier") is None
+    assert row_cache._rows(state, row_cache.ROWS) is None
     assert (row_cache.frontier_text(state), row_cache.candidates_text(state)) == rebuilt(ws)
     ledger.store.close()
 

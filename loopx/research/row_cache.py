@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 # Bump whenever what a row or a candidate entry says changes (the package version is part of
 # the stamp too, so an upgrade never reads rows an older release computed).
-ROWS_VERSION = 1
+ROWS_VERSION = 2
 STAMP = f"{ROWS_VERSION}/{__version__}"
 HYPOTHESES = "lanes/hypotheses"
 CANDIDATE_KINDS = ("promotion", "retirement", "retry")
@@ -35,12 +35,18 @@ FRONTIER_SCHEMA = "decentralized_research_frontier_v0"
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS research_rows_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     ("CREATE TABLE IF NOT EXISTS research_rows (hid TEXT PRIMARY KEY, pos INTEGER NOT NULL, "
-     "frontier TEXT NOT NULL, promotion TEXT, retirement TEXT, retry TEXT)"),
+     "frontier TEXT NOT NULL)"),
+    # Apart from the rows, so that `candidates` reads only the hypotheses that have an entry.
+    ("CREATE TABLE IF NOT EXISTS research_candidates (hid TEXT PRIMARY KEY, "
+     "pos INTEGER NOT NULL, promotion TEXT, retirement TEXT, retry TEXT)"),
     ("CREATE TABLE IF NOT EXISTS research_deps (tbl TEXT NOT NULL, key TEXT NOT NULL, "
      "hid TEXT NOT NULL, PRIMARY KEY (tbl, key, hid)) WITHOUT ROWID"),
     "CREATE INDEX IF NOT EXISTS research_deps_hid ON research_deps (hid)",
     "CREATE INDEX IF NOT EXISTS research_rows_order ON research_rows (pos)",
+    "CREATE INDEX IF NOT EXISTS research_candidates_order ON research_candidates (pos)",
 )
+# The cache's tables of printed text: each hypothesis' frontier row, and its candidate entries.
+ROWS, CANDIDATES = "research_rows", "research_candidates"
 View = dict[str, Any]
 # A hypothesis' cached texts: its position (its seq), frontier row, and candidate entries.
 Texts = tuple[int, str, "str | None", "str | None", "str | None"]
@@ -70,25 +76,28 @@ def save_rows(db: sqlite3.Connection, state: State, base: sqlite3.Connection | N
     lanes = state.parts.get("lanes")
     if lanes is None or "hypotheses" not in lanes:
         return  # not the installed domains' state: nothing to derive
-    for statement in _SCHEMA:
-        db.execute(statement)
     dirty = None
     if base is not None and _valid(base):
         changes = changes_since_load(state)
         dirty = None if changes is None else _dirty(db, changes)
-    if dirty is None:
-        db.execute("DELETE FROM research_rows")
-        db.execute("DELETE FROM research_deps")
+    if dirty is None:  # all anew, in tables of this code's making
+        for table in (ROWS, CANDIDATES, "research_deps", "research_rows_meta"):
+            db.execute(f"DROP TABLE IF EXISTS {table}")
+        for statement in _SCHEMA:
+            db.execute(statement)
         dirty = set(lanes["hypotheses"])
     hypotheses = lanes["hypotheses"]
     for hid in sorted(dirty):
-        db.execute("DELETE FROM research_deps WHERE hid = ?", (hid,))
+        for table in (ROWS, CANDIDATES, "research_deps"):
+            db.execute(f"DELETE FROM {table} WHERE hid = ?", (hid,))
         if hid not in hypotheses:
-            db.execute("DELETE FROM research_rows WHERE hid = ?", (hid,))
             continue
         tracked = TrackedView(lanes)
-        row = texts(tracked, hid)
-        db.execute("INSERT OR REPLACE INTO research_rows VALUES (?, ?, ?, ?, ?, ?)", (hid, *row))
+        pos, frontier, *entries = texts(tracked, hid)
+        db.execute(f"INSERT INTO {ROWS} VALUES (?, ?, ?)", (hid, pos, frontier))
+        if any(e is not None for e in entries):
+            db.execute(f"INSERT INTO {CANDIDATES} VALUES (?, ?, ?, ?, ?)",
+                       (hid, pos, *entries))
         db.executemany("INSERT INTO research_deps VALUES (?, ?, ?)",
                        [(tbl, str(key), hid) for tbl, key in tracked.deps])
     cursor = db.execute("SELECT value FROM meta WHERE key = 'cursor'").fetchone()[0]
@@ -129,9 +138,10 @@ def _dirty(db: sqlite3.Connection, changes: Changes) -> set[str] | None:
 
 # -- read by the commands -------------------------------------------------------------------
 
-def _rows(state: State, columns: str) -> list[tuple[Any, ...]] | None:
-    """Every hypothesis' ``columns`` in the order proposed, from the cache where the catch-up
-    left them as stored; None when the state has no usable cache."""
+def _rows(state: State, table: str) -> list[tuple[Any, ...]] | None:
+    """Every hypothesis' texts in ``table`` (:data:`ROWS` or :data:`CANDIDATES`), in the order
+    proposed, from the cache where the catch-up left them as stored; None when the state has
+    no usable cache."""
     db = loaded_db(state)
     if db is None or not _valid(db):
         return None
@@ -139,25 +149,28 @@ def _rows(state: State, columns: str) -> list[tuple[Any, ...]] | None:
     dirty = None if changes is None else _dirty(db, changes)
     if dirty is None:
         return None
-    rows = db.execute(f"SELECT hid, pos, {columns} FROM research_rows ORDER BY pos").fetchall()
+    columns = "frontier" if table == ROWS else ", ".join(CANDIDATE_KINDS)
+    rows = db.execute(f"SELECT hid, pos, {columns} FROM {table} "
+                      "ORDER BY pos").fetchall()
     if dirty:
         view = state["lanes"]
         hypotheses = view["hypotheses"]
-        picked = [("pos", "frontier", *CANDIDATE_KINDS).index(c)
-                  for c in ("pos", *columns.split(","))]
-        rows = [r for r in rows if r[0] not in dirty]
-        for hid in dirty:
-            if hid in hypotheses:
-                row = texts(view, hid)
-                rows.append((hid, *[row[i] for i in picked]))
-        rows.sort(key=lambda r: r[1])  # nearly in order already: cheap
+        parts = slice(1, 2) if table == ROWS else slice(2, 5)
+        fresh = {hid: (hid, row[0], *row[parts])
+                 for hid in dirty if hid in hypotheses for row in (texts(view, hid),)}
+        gone = dirty - fresh.keys()
+        # A row keeps its place (its hypothesis' seq); only one new here needs a sort.
+        rows = [fresh.pop(r[0]) if r[0] in fresh else r for r in rows if r[0] not in gone]
+        if fresh:
+            rows += fresh.values()
+            rows.sort(key=lambda r: r[1])
     return [r[2:] for r in rows]
 
 
 def frontier_text(state: State) -> str:
     """What ``loopx frontier --json`` prints (without the newline), from the cache if it has
     one for this state's checkpoint, else computed."""
-    rows = _rows(state, "frontier")
+    rows = _rows(state, ROWS)
     if rows is None:
         from loopx.research.projections import frontier
 
@@ -170,7 +183,7 @@ def frontier_text(state: State) -> str:
 
 def candidates_text(state: State) -> str:
     """What ``loopx candidates --json`` prints (without the newline), as :func:`frontier_text`."""
-    rows = _rows(state, ",".join(CANDIDATE_KINDS))
+    rows = _rows(state, CANDIDATES)
     if rows is None:
         from loopx.research.projections import candidates
 
