@@ -7,14 +7,13 @@ direct command path answers what the click command answers, without click or the
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from test_cold_imports import cold
 
 from loopx.cli import cli
 from loopx.kernel.checkpoint import save_checkpoint
@@ -157,32 +156,12 @@ def test_a_tracked_view_records_what_was_read() -> None:
         json.dumps(tracked["todos"])  # never read as an empty dict behind the tracking
 
 
-PROBE = """
-import io, json, sys
-from contextlib import redirect_stdout
-sys.argv = ["loopx", *json.loads(sys.argv[1])]
-out = io.StringIO()
-code = 0
-with redirect_stdout(out):
-    from loopx.cli import main
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code or 0
-print(json.dumps({"code": code, "out": out.getvalue(), "modules": sorted(sys.modules)}))
-"""
-
-
 @pytest.mark.parametrize("command", ["frontier", "candidates"])
 def test_the_direct_command_prints_what_click_prints(research: tuple[Workspace, ResearchLoop],
                                                      command: str) -> None:
     ws, loop = research
     loop.judge("h-d", "dev")
-    done = subprocess.run([sys.executable, "-c", PROBE,
-                           json.dumps(["-C", str(ws.root), command, "--json"])],
-                          capture_output=True, text=True, check=True,
-                          env={"PATH": "/usr/bin:/bin"})
-    direct = json.loads(done.stdout)
+    direct = cold(ws.root, command, "--json")  # a fresh interpreter, through loopx.cli.main
     clicked = CliRunner().invoke(cli, ["-C", str(ws.root), command, "--json"])
     assert direct["code"] == clicked.exit_code == 0
     assert direct["out"] == clicked.stdout
