@@ -168,3 +168,25 @@ def test_the_direct_command_prints_what_click_prints(research: tuple[Workspace, 
     never = ("click", "pydantic", "networkx", "loopx.cli.app", "loopx.tools")
     assert [m for m in direct["modules"]
             if any(m == n or m.startswith(f"{n}.") for n in never)] == []
+
+
+def test_a_failing_projection_costs_the_rows_never_the_checkpoint(
+        research: tuple[Workspace, ResearchLoop], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    ws, loop = research
+    loop.judge("h-d", "dev")
+
+    def broken(view: Any, hypothesis_id: str) -> Any:
+        raise KeyError("broken projection")
+
+    monkeypatch.setattr(row_cache, "texts", broken)
+    checkpoint(ws)  # saved, without rows
+    assert "frontier rows not kept" in capsys.readouterr().err
+    monkeypatch.undo()
+    ledger, state = loaded(ws)
+    db = loaded_db(state)
+    assert db is not None and not row_cache._valid(db)
+    saved = json.loads(db.execute("SELECT value FROM meta WHERE key = 'cursor'").fetchone()[0])
+    assert saved["seq"] == loop.ledger.store.head().seq  # the checkpoint was saved at the head
+    assert (row_cache.frontier_text(state), row_cache.candidates_text(state)) == rebuilt(ws)
+    ledger.store.close()

@@ -14,6 +14,7 @@ code's :data:`ROWS_VERSION`, otherwise everything is computed as without it.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -76,13 +77,28 @@ def save_rows(db: sqlite3.Connection, state: State, base: sqlite3.Connection | N
     lanes = state.parts.get("lanes")
     if lanes is None or "hypotheses" not in lanes:
         return  # not the installed domains' state: nothing to derive
+    try:
+        _save_rows(db, state, lanes, base)
+    except Exception as exc:  # noqa: BLE001
+        # A projection that fails must not cost every command its checkpoint: the file goes
+        # without rows, and `frontier` computes (and reports the failure) as without them.
+        _drop(db)
+        print(f"loopx: frontier rows not kept with the checkpoint: {exc!r}", file=sys.stderr)
+
+
+def _drop(db: sqlite3.Connection) -> None:
+    for table in (ROWS, CANDIDATES, "research_deps", "research_rows_meta"):
+        db.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def _save_rows(db: sqlite3.Connection, state: State, lanes: View,
+               base: sqlite3.Connection | None) -> None:
     dirty = None
     if base is not None and _valid(base):
         changes = changes_since_load(state)
         dirty = None if changes is None else _dirty(db, changes)
     if dirty is None:  # all anew, in tables of this code's making
-        for table in (ROWS, CANDIDATES, "research_deps", "research_rows_meta"):
-            db.execute(f"DROP TABLE IF EXISTS {table}")
+        _drop(db)
         for statement in _SCHEMA:
             db.execute(statement)
         dirty = set(lanes["hypotheses"])
