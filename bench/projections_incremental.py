@@ -19,7 +19,9 @@ What it measures
     then times, in alternating order, what an agent pays for both projections:
       (a) incremental  ``loopx frontier --json`` then ``loopx candidates --json``, each a fresh
                        process, spawn to exit, on the workspace with that checkpoint: each loads
-                       the checkpoint, folds the one new record and projects
+                       the checkpoint, folds the one new record, recomputes the rows it touched
+                       and prints the others as the checkpoint keeps them
+                       (``loopx.research.row_cache``)
       (b) rebuild      the same two processes with no checkpoint to read or write (the
                        ``checkpoints`` directory is replaced by a plain file for the case, so
                        the rebuild pays neither a load nor a save): each reads and folds the
@@ -32,7 +34,9 @@ What it measures
 
 Verdict (median of per-repetition ratios)
     (a)/(b)   goal <= 0.05: after one new record, a fresh process pays a checkpoint load, a
-              catch-up step and a pass over the hypotheses, never a replay of the log
+              catch-up step and the rows that record touched, never a replay of the log
+    Also printed: the CPU time (user + system) of each case's processes and its ratio, which
+    other load on the machine sways less than the wall time the verdict uses.
 
 Run
     python bench/projections_incremental.py                    # defaults, about a minute
