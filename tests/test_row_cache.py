@@ -7,6 +7,7 @@ direct command path answers what the click command answers, without click or the
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,6 @@ from click.testing import CliRunner
 from test_cold_imports import cold
 
 from loopx.cli import cli
-from loopx.kernel.checkpoint import save_checkpoint
 from loopx.kernel.checkpoint_changes import changes_since_load, loaded_db
 from loopx.kernel.checks import Credentials
 from loopx.kernel.fold import State
@@ -116,9 +116,12 @@ def test_a_checkpoint_save_brings_the_rows_to_its_state(
     ws, loop = research
     loop.judge("h-d", "dev")
     decide(loop.ledger, loop.agents["ev"], "h-a", "promoted")
-    checkpoint(ws)  # loaded the old checkpoint, folded the tail, saved: rows recomputed
+    checkpoint(ws)  # loaded the old checkpoint, folded the tail, saved
     ledger, state = loaded(ws)
-    assert dirty(state) == set()
+    # A save that writes the file anew recomputes the touched rows into it: none left to a
+    # reader. One that keeps the old file and saves only the changed state rows beside it
+    # leaves the reader the rows those rows touched, and no others.
+    assert dirty(state) <= {"h-a", "h-d"}
     assert (row_cache.frontier_text(state), row_cache.candidates_text(state)) == rebuilt(ws)
     ledger.store.close()
 
@@ -127,18 +130,29 @@ def test_rows_that_do_not_name_the_checkpoints_state_are_not_read(
         research: tuple[Workspace, ResearchLoop]) -> None:
     ws, loop = research
     loop.judge("h-d", "dev")
-    # A save without the research hook (a bare save_checkpoint) copies rows of the older state.
-    ledger = ws.ledger()
-    state = ledger.state()
-    path = ledger.checkpoint_path
+    path = ws.ledger().checkpoint_path
     assert path is not None
-    save_checkpoint(path, state, ledger.version)
-    ledger.store.close()
+    # Rows computed for another state than the file's (as a save without the research hook
+    # would leave them, copied from an older file), or by other code: never read.
+    for key, value in (("cursor", '{"seq": 1}'), ("stamp", "0/0")):
+        db = sqlite3.connect(path)
+        (before,) = db.execute("SELECT value FROM research_rows_meta WHERE key = ?",
+                               (key,)).fetchone()
+        with db:
+            db.execute("UPDATE research_rows_meta SET value = ? WHERE key = ?", (value, key))
+        db.close()
+        ledger, state = loaded(ws)
+        db = loaded_db(state)
+        assert db is not None and not row_cache._valid(db)
+        assert row_cache._rows(state, row_cache.ROWS) is None
+        assert (row_cache.frontier_text(state), row_cache.candidates_text(state)) == rebuilt(ws)
+        ledger.store.close()
+        db = sqlite3.connect(path)
+        with db:
+            db.execute("UPDATE research_rows_meta SET value = ? WHERE key = ?", (before, key))
+        db.close()
     ledger, state = loaded(ws)
-    db = loaded_db(state)
-    assert db is not None and not row_cache._valid(db)
-    assert row_cache._rows(state, row_cache.ROWS) is None
-    assert (row_cache.frontier_text(state), row_cache.candidates_text(state)) == rebuilt(ws)
+    assert row_cache._rows(state, row_cache.ROWS) is not None  # as saved: read
     ledger.store.close()
 
 
@@ -180,6 +194,8 @@ def test_a_failing_projection_costs_the_rows_never_the_checkpoint(
         raise KeyError("broken projection")
 
     monkeypatch.setattr(row_cache, "texts", broken)
+    for old in (ws.dir / "checkpoints").iterdir():
+        old.unlink()  # so the save folds from nothing and writes a whole file
     checkpoint(ws)  # saved, without rows
     assert "frontier rows not kept" in capsys.readouterr().err
     monkeypatch.undo()
