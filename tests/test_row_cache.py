@@ -206,3 +206,18 @@ def test_a_failing_projection_costs_the_rows_never_the_checkpoint(
     assert saved["seq"] == loop.ledger.store.head().seq  # the checkpoint was saved at the head
     assert (row_cache.frontier_text(state), row_cache.candidates_text(state)) == rebuilt(ws)
     ledger.store.close()
+
+
+def test_the_direct_path_takes_only_the_plain_json_forms(tmp_path: Path) -> None:
+    from loopx.cli.direct import parse
+
+    assert parse(["-C", "ws", "frontier", "--json"]) == ("frontier", "ws", {"--json": True})
+    assert parse(["candidates", "--json"]) is not None
+    for other in (["frontier"], ["frontier", "--json", "--agent-id", "ev"],
+                  ["candidates", "--json", "extra"], ["frontier", "--json", "--help"]):
+        assert parse(other) is None, other  # click's
+    # No workspace: the same error object and exit code as the click command.
+    direct = cold(tmp_path, "frontier", "--json")
+    clicked = CliRunner().invoke(cli, ["-C", str(tmp_path), "frontier", "--json"])
+    assert direct["code"] == clicked.exit_code != 0
+    assert json.loads(direct["out"]) == json.loads(clicked.stdout)
