@@ -302,7 +302,7 @@ class _Loaded(State):
         self.db = db
 
 
-def save_checkpoint(path: Path, state: State, version: str,
+def save_checkpoint(path: Path, state: State, version: str, *,
                     extras: Sequence[SaveExtra] = ()) -> None:
     """Write the state to a new file beside ``path``, fsync it, rename it over ``path`` and
     fsync the directory. A state loaded from a checkpoint copies that file's untouched rows.

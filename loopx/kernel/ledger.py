@@ -81,7 +81,7 @@ class Ledger:
                 and state.seq - self._saved_seq >= self.checkpoint_every):
             try:
                 save_checkpoint(self.checkpoint_path, state, self.version,
-                                self.domains.extensions(SAVE_EXTRA))
+                                extras=self.domains.extensions(SAVE_EXTRA))
                 self._saved_seq = state.seq
             except OSError as exc:  # a read-only workspace still answers queries
                 print(f"loopx: checkpoint not saved: {exc}", file=sys.stderr)
