@@ -24,6 +24,7 @@ from loopx.kernel.checks import Credentials
 from loopx.kernel.errors import LoopxError, ResearchRefused
 from loopx.kernel.fold import State
 from loopx.kernel.ledger import Ledger
+from loopx.research import row_cache
 from loopx.research.decisions import decide
 from loopx.research.graph import graph_json
 from loopx.research.grounding import add_grounding_ref
@@ -209,6 +210,11 @@ def differences(got: State, want: State) -> list[str]:
     """Where ``got`` differs from the rebuilt state ``want``: head, each projection's bytes,
     each research slice, then anything else in the state."""
     out = [] if got.seq == want.seq else [f"seq {got.seq} != {want.seq}"]
+    # First, while the state is as its catch-up left it: the commands' text, from the rows
+    # kept with the checkpoint where the state was loaded from one (loopx.research.row_cache).
+    out += [name for name, text in (("frontier text", row_cache.frontier_text),
+                                    ("candidates text", row_cache.candidates_text))
+            if text(got) != text(want)]
     mine, theirs = projections(got), projections(want)
     out += [name for name in mine if mine[name] != theirs[name]]
     out += [f"lanes.{name}" for name in SLICES if got["lanes"][name] != want["lanes"][name]]

@@ -1,5 +1,6 @@
 """The hot read commands, run without click: ``quota should-run --json`` (what an agent asks
-between steps) and ``status --json``.
+between steps), ``status --json``, and ``frontier --json`` and ``candidates --json`` (printed
+from the rows kept with the checkpoint: :mod:`loopx.research.row_cache`).
 
 Defining the click command tree costs more than answering these. :func:`run` takes an argument
 list only when it is one of these commands in a plain form (options it knows, each once or
@@ -65,8 +66,10 @@ def error_json(exc: LoopxError) -> str:
 
 Options = dict[str, Any]
 # Per command: its options that take a value, its flags, and what runs it.
-VALUED = {"quota should-run": ("--agent-id", "--token-file"), "status": ()}
-FLAGS = {"quota should-run": ("--json", "--claim"), "status": ("--json",)}
+VALUED = {"quota should-run": ("--agent-id", "--token-file"), "status": (), "frontier": (),
+          "candidates": ()}
+FLAGS = {"quota should-run": ("--json", "--claim"), "status": ("--json",),
+         "frontier": ("--json",), "candidates": ("--json",)}
 
 
 def _should_run(workspace: str | None, opts: Options) -> dict[str, Any] | None:
@@ -106,8 +109,27 @@ def _run_read(workspace: str | None, body: Callable[[Any], dict[str, Any]],
         tool_ctx.close()
 
 
-COMMANDS: dict[str, Callable[[str | None, Options], dict[str, Any] | None]] = {
-    "quota should-run": _should_run, "status": _status}
+def _projection(name: str) -> Callable[[str | None, Options], str]:
+    def run(workspace: str | None, opts: Options) -> str:
+        # The same output as the tools frontier.show and candidates.list, as JSON text.
+        from loopx.kernel.gc_pause import paused_gc
+        from loopx.research import row_cache
+        from loopx.workspace import find_workspace
+
+        ledger = find_workspace(workspace).ledger()
+        try:
+            with paused_gc():  # the state and the rows hold no cycles (loopx.kernel.gc_pause)
+                return getattr(row_cache, f"{name}_text")(ledger.state())
+        finally:
+            ledger.store.close()
+
+    return run
+
+
+# Each returns the answer as JSON data or text, or None to leave the command to click.
+COMMANDS: dict[str, Callable[[str | None, Options], dict[str, Any] | str | None]] = {
+    "quota should-run": _should_run, "status": _status, "frontier": _projection("frontier"),
+    "candidates": _projection("candidates")}
 
 
 def parse(argv: list[str]) -> tuple[str, str | None, Options] | None:
@@ -158,7 +180,8 @@ def run(argv: list[str]) -> int | None:
         out = COMMANDS[command](workspace, opts)
         if out is None:
             return None
-        _print(json.dumps(out, sort_keys=True, ensure_ascii=False))
+        _print(out if isinstance(out, str) else json.dumps(out, sort_keys=True,
+                                                            ensure_ascii=False))
     except LoopxError as exc:
         _print(error_json(exc))
         return exc.exit_code
@@ -178,5 +201,16 @@ def run(argv: list[str]) -> int | None:
 
 
 def _print(line: str) -> None:
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+    out = sys.stdout
+    buffer = getattr(out, "buffer", None)
+    if (len(line) > 65536 and buffer is not None
+            and (out.encoding or "").lower().replace("-", "") == "utf8"):
+        # A long answer (the frontier of a big campaign) goes out as its bytes in one write,
+        # not copied once more into the text layer.
+        out.flush()
+        buffer.write(line.encode())
+        buffer.write(b"\n")
+        buffer.flush()
+        return
+    out.write(line + "\n")
+    out.flush()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,11 @@ if TYPE_CHECKING:
     import sqlite3
 
 CHECKPOINT_FORMAT = 2
+# The extension point (``Domain.extensions``) whose hooks write what a domain derives from the
+# state into the same file and transaction as the state: see :func:`save_checkpoint`.
+SAVE_EXTRA = "checkpoint.save"
+# A hook (new file, the state, the file it was loaded from if the new one copies it, else None).
+SaveExtra = Callable[["sqlite3.Connection", State, "sqlite3.Connection | None"], None]
 _SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     # One row per value under a part: ``is_table`` rows hold their entries in ``rows``.
@@ -123,13 +129,15 @@ class _Loaded(State):
         self.base_id = base_id  # the base file its unchanged rows are those of
 
 
-def save_checkpoint(path: Path, state: State, version: str, *, full: bool = True) -> bool:
+def save_checkpoint(path: Path, state: State, version: str, *, full: bool = True,
+                    extras: Sequence[SaveExtra] = ()) -> bool:
     """Save ``state`` as the checkpoint at ``path``; whether it was saved.
 
     A state loaded from a checkpoint whose changes since are few is saved as a delta of that
     file (:mod:`loopx.kernel.checkpoint_delta`). Otherwise, if ``full``: write a new file beside
     ``path`` (a state loaded from a checkpoint copies that file's unchanged rows), fsync it,
-    rename it over ``path`` and fsync the directory.
+    rename it over ``path`` and fsync the directory. Each of ``extras`` adds its own tables to a
+    whole file in the same transaction.
     """
     if isinstance(state, _Loaded):
         data = delta_of(state, state.base_id, version)
@@ -139,14 +147,15 @@ def save_checkpoint(path: Path, state: State, version: str, *, full: bool = True
     if not full:
         return False
     base_id = os.urandom(8).hex()
-    _save_whole(path, state, version, base_id)
+    _save_whole(path, state, version, base_id, extras)
     if isinstance(state, _Loaded):
         state.base_id = base_id  # its unchanged rows are those of the new file too
     delta_path(path).unlink(missing_ok=True)  # it names the old file: ignored, but tidy
     return True
 
 
-def _save_whole(path: Path, state: State, version: str, base_id: str) -> None:
+def _save_whole(path: Path, state: State, version: str, base_id: str,
+                extras: Sequence[SaveExtra]) -> None:
     import sqlite3
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -166,6 +175,8 @@ def _save_whole(path: Path, state: State, version: str, base_id: str) -> None:
                     db.execute(statement)
             db.execute("BEGIN")
             _write(db, state, version, base_id, copied=base is not None)
+            for extra in extras:
+                extra(db, state, base)
             db.execute("COMMIT")
         finally:
             db.close()

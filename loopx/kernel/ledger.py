@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from loopx.kernel.checkpoint import load_checkpoint, save_checkpoint
+from loopx.kernel.checkpoint import SAVE_EXTRA, load_checkpoint, save_checkpoint
 from loopx.kernel.domains import Domains, View, installed
 from loopx.kernel.errors import ResearchRefused, WorkspaceError
 from loopx.kernel.fold import (
@@ -89,7 +89,8 @@ class Ledger:
                 # A whole file every checkpoint_every records, and the first one as soon as a
                 # delta would be due (a fold from the first record has no file to delta from).
                 saved = save_checkpoint(self.checkpoint_path, state, self.version,
-                                        full=ahead >= every or self._saved_seq == 0)
+                                        full=ahead >= every or self._saved_seq == 0,
+                                        extras=self.domains.extensions(SAVE_EXTRA))
                 if saved:
                     self._saved_seq = state.seq
                 self._no_delta = not saved
