@@ -382,3 +382,25 @@ def test_the_state_a_writer_folds_is_the_state_a_fresh_fold_reads(c: Campaign) -
     assert fresh["lanes"]["queues"] == c.lanes["queues"]
     assert fresh["lanes"]["todos"] == c.lanes["todos"]
     assert fresh["lanes"]["agents"] == c.lanes["agents"]
+
+
+def test_a_claim_answer_follows_the_builder_run_that_was_written(c: Campaign) -> None:
+    # PostgreSQL runs the builder again when an optimistic append is overtaken. If another
+    # agent took the only todo in between, the answer must be the second run's "nothing to
+    # claim", not the first run's claim that was never written.
+    first, second = c.agent("ex-1", "research_executor"), c.agent("ex-2", "research_executor")
+    c.todo("t1")
+    store = c.ledger.store
+    append = store.append
+
+    def overtaken(batch, **options):  # type: ignore[no-untyped-def]
+        store.append = append  # type: ignore[method-assign]
+        if callable(batch):
+            assert batch(store.head(), c.ledger.now())  # this run would claim t1 ...
+            claim_next(c, second)  # ... but ex-2 gets in first
+        return append(batch, **options)
+
+    store.append = overtaken  # type: ignore[method-assign]
+    got = claim_next(c, first)
+    assert got["claimed"] is False and got["reason"] == "no_eligible_todo"
+    assert [r["agent_id"] for r in c.records("auto_research_lane_claim_v1")] == ["ex-2"]

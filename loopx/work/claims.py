@@ -37,20 +37,22 @@ def should_run(ledger: Ledger, agent_id: str, *, claim: bool = False,
         return decision_json(decision, lanes, ledger.goal_id(), claimed=False)
     if creds is None or creds.agent_id != agent_id:
         creds = Credentials(agent_id, creds.token if creds else None)
-    answer: list[dict[str, Any]] = []
-    claimed: list[tuple[Decision, LaneState]] = []
+    # A store may run the builder more than once (PostgreSQL, when an optimistic append is
+    # overtaken): the answer is the last run's, the one whose records were written.
+    last: list[dict[str, Any] | tuple[Decision, LaneState]] = []
 
     def plan(lanes: LaneState, who: Identity, now: str) -> list[Record]:
         decision = select(lanes, who.agent_id, now)
         if decision.reason != "selected":
-            answer.append(decision_json(decision, lanes, ledger.goal_id(), claimed=False))
+            last[:] = [decision_json(decision, lanes, ledger.goal_id(), claimed=False)]
             return []
         assert decision.todo_id is not None
-        claimed.append((decision, lanes))  # answered once the lock is released
+        last[:] = [(decision, lanes)]  # answered once the lock is released
         return _claim_records(ledger, lanes, who, decision.todo_id, now, via="should_run")
 
     ledger.write(creds, plan)
-    return _claimed_json(ledger, *claimed[-1]) if claimed else answer[-1]
+    [answer] = last
+    return answer if isinstance(answer, dict) else _claimed_json(ledger, *answer)
 
 
 def claim(ledger: Ledger, creds: Credentials, todo_id: str) -> dict[str, Any]:
