@@ -2,9 +2,9 @@
 row differs from the file's, so that a value derived from a few rows (a projection cached beside
 the state) is recomputed only where its inputs moved.
 
-A lazily loaded table (:class:`~loopx.kernel.checkpoint.LazyTable`) holds every row read or
-written since the load, and remembers the keys removed: only those can differ, and each is
-compared with the file's row as the bytes a save would write. A table read whole, or not loaded
+A lazily loaded table (:class:`~loopx.kernel.lazy_table.LazyTable`) holds every row read or
+written since the load with the text it was stored as, and remembers the keys removed: only
+those can differ, and each is compared as the bytes a save would write. A table read whole, or not loaded
 lazily, is reported as wholly changed (None): the answer may say too much, never too little.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from loopx.kernel.checkpoint import LazyTable
+from loopx.kernel.lazy_table import LazyTable
 from loopx.kernel.fold import State
 
 if TYPE_CHECKING:
@@ -58,14 +58,8 @@ def _table_changes(db: sqlite3.Connection, tbl: str, table: LazyTable) -> set[st
         # Empty in the file: every row held is new. Otherwise it was read whole, and the keys
         # removed before that are no longer known.
         return None if stored is not None else {str(k) for k in dict.keys(table)}
-    assert table.source is not None
-    changed = {str(k) for k in table.deleted}
-    for key, value in dict.items(table):
-        row = db.execute("SELECT body FROM rows WHERE tbl = ? AND key = ?",
-                         (tbl, str(key))).fetchone()
-        if row is None or row[0] != _dumps(value):
-            changed.add(str(key))
-    return changed
+    # The table kept each row's stored text as it read it: no need to read the file again.
+    return {str(k) for k in table.changes(_dumps)} | {str(k) for k in table.deleted}
 
 
 def _stored_entry(db: sqlite3.Connection, part: str, name: str) -> Any:
