@@ -404,3 +404,36 @@ def test_a_claim_answer_follows_the_builder_run_that_was_written(c: Campaign) ->
     got = claim_next(c, first)
     assert got["claimed"] is False and got["reason"] == "no_eligible_todo"
     assert [r["agent_id"] for r in c.records("auto_research_lane_claim_v1")] == ["ex-2"]
+
+
+def test_a_refusal_from_a_builder_run_that_was_not_written_is_forgotten(
+        c: Campaign, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first run of the builder is refused by a research rule (its refusal record would take
+    # the request's place), then the store runs it again and the request passes: what was
+    # written is the request, and the caller must not be told it was refused.
+    import loopx.kernel.checks as checks
+    from loopx.kernel.errors import ResearchRefused
+
+    real = checks.check_batch
+    calls: list[int] = []
+
+    def refuse_once(view, records, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) == 1:
+            raise ResearchRefused("test_rule", "refused on the first run only")
+        return real(view, records, *args, **kwargs)
+
+    store = c.ledger.store
+    append = store.append
+
+    def twice(batch, **options):  # type: ignore[no-untyped-def]
+        store.append = append  # type: ignore[method-assign]
+        if callable(batch):
+            batch(store.head(), c.ledger.now())  # refused: its refusal record is not written
+        return append(batch, **options)
+
+    monkeypatch.setattr(checks, "check_batch", refuse_once)
+    store.append = twice  # type: ignore[method-assign]
+    c.todo("t1")  # raises if the first run's refusal leaks
+    assert c.records("research_refusal_v0") == []
+    assert "t1" in c.lanes["todos"]

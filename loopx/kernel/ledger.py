@@ -167,8 +167,13 @@ class Ledger:
         # folds only what other writers commit while this one waits.
         self._advance()
         refused: list[ResearchRefused] = []
+        upgraded: list[int] = []
 
         def build(head: Cursor, now: str) -> list[Record | Encoded]:
+            # A store may run the builder again (PostgreSQL, when overtaken): only the run
+            # that is written may leave its refusal and its upgrade count behind.
+            refused.clear()
+            upgraded.clear()
             state = self._catch_up(head)
             self._locked_head = head.seq
             # A log written under older rules is upgraded in front of this batch, which is
@@ -196,7 +201,6 @@ class Ledger:
             upgraded.append(len(upgrade))
             return [*upgrade, *records]
 
-        upgraded: list[int] = []
         try:
             written = self.store.append(build, expect_seq=expect_seq)
         finally:
