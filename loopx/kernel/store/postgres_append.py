@@ -193,9 +193,7 @@ class PgAppender(PgSession):
             raise _Missing from None
         except pe.UniqueViolation:
             self._rollback(conn)
-            stored = self._duplicate(conn, sealed.records)
-            conn.execute(SYNC)  # committed earlier; acknowledged only once surely on disk
-            return stored
+            return self._committed(conn, sealed.records)
         except psycopg.Error as exc:
             # The server's own refusal means nothing was committed; a lost connection while
             # the statement (or COMMIT) was on its way leaves the outcome to be looked up.
@@ -288,9 +286,7 @@ class PgAppender(PgSession):
             raise _Missing from None
         except pe.UniqueViolation:
             self._rollback(conn)
-            stored = self._duplicate(conn, sealed_records)
-            conn.execute(SYNC)
-            return stored
+            return self._committed(conn, sealed_records)
         except psycopg.Error as exc:
             if committing and (getattr(exc, "sqlstate", None) is None or transient(exc)):
                 raise _Unknown(sealed_records, exc) from None
@@ -313,10 +309,13 @@ class PgAppender(PgSession):
         """``records`` as committed, if the batch whose COMMIT went unanswered is there."""
         rows = conn.execute("SELECT seq FROM loopx_record WHERE log = %s AND record_id = %s",
                             (self.log, records[0]["record_id"])).fetchall()
-        if not rows:
-            return None
+        return self._committed(conn, records) if rows else None
+
+    def _committed(self, conn: psycopg.Connection[Any], records: list[Record]) -> list[Record]:
+        """A batch committed earlier (its ids are stored), as stored; acknowledged only once
+        surely on disk."""
         stored = self._duplicate(conn, records)
-        conn.execute(SYNC)  # committed; acknowledged only once surely on disk
+        conn.execute(SYNC)
         return stored
 
     def _duplicate(self, conn: psycopg.Connection[Any], records: list[Record]) -> list[Record]:
