@@ -192,23 +192,39 @@ def _then(how: str, step: str) -> str:
     return f"{how}, {step}" if how else step
 
 
-def _layer(text: str, alone: list[str]) -> tuple[str, str]:
+# Each transform's output for an input (by the transform's index in TRANSFORMS): a layer's
+# transforms of a text are often the next layer's transforms of the same text, and the gate reads
+# a page and its unescaped copy, which share their readings. Pure, so a hit is what a call gives.
+Memo = dict[tuple[int, str], str]
+
+
+def _apply(index: int, text: str, memo: Memo) -> str:
+    key = (index, text)
+    out = memo.get(key)
+    if out is None:
+        out = memo[key] = TRANSFORMS[index][1](text)
+    return out
+
+
+def _layer(text: str, alone: list[str], memo: Memo) -> tuple[str, str]:
     """One layer of every decoding in turn (hex before base64, so hex of base64 is one layer),
     normalised; and the names of those that changed anything. ``alone`` holds each transform
     of ``text`` itself, already computed: used while nothing has changed ``text`` yet."""
     steps: list[str] = []
-    for (step, transform), known in zip(TRANSFORMS, alone, strict=True):
-        decoded = transform(text) if steps else known
+    for index, ((step, _), known) in enumerate(zip(TRANSFORMS, alone, strict=True)):
+        decoded = _apply(index, text, memo) if steps else known
         if decoded != text:
             steps.append(step)
             text = decoded
     return normalise(text), ", ".join(steps)
 
 
-def read(text: str) -> Readings:
+def read(text: str, memo: Memo | None = None) -> Readings:
     """Every reading of ``text`` a scan must check: as written, normalised, then a layer of
     decoding at a time. Each transform alone is also tried on every layer, in case one
-    decoding spoils another's input (a dashed key that also looks like base64)."""
+    decoding spoils another's input (a dashed key that also looks like base64). ``memo`` may
+    be shared by calls that read overlapping texts (what each transform gave: :data:`Memo`)."""
+    memo = {} if memo is None else memo
     out = [Reading(text, "")]
     seen = {text}
 
@@ -226,11 +242,11 @@ def read(text: str) -> Readings:
         how = "" if current == text else label
         add(current, how)
         for depth in range(MAX_DEPTH + 1):
-            alone = [transform(current) for _, transform in TRANSFORMS]
+            alone = [_apply(index, current, memo) for index in range(len(TRANSFORMS))]
             for (step, _), decoded in zip(TRANSFORMS, alone, strict=True):
                 if decoded != current:
                     add(normalise(decoded), _then(how, step))
-            following, steps = _layer(current, alone)
+            following, steps = _layer(current, alone, memo)
             if following == current:
                 break
             if depth == MAX_DEPTH:

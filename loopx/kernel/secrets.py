@@ -116,7 +116,8 @@ def _high_entropy(text: str) -> bool:
     return False
 
 
-def _plain_kind(text: str) -> str | None:
+def plain_kind(text: str) -> str | None:
+    """What secret ``text`` as it stands (one reading, not decoded) seems to contain, or None."""
     for what, pattern in PATTERNS:
         if pattern.search(text):
             return what
@@ -133,7 +134,7 @@ def found_how(what: str, reading: Reading) -> str:
 def secret_kind_in(readings: Readings) -> str | None:
     """What secret any of ``readings`` seems to contain, or None."""
     for reading in readings.readings:
-        what = _plain_kind(reading.text)
+        what = plain_kind(reading.text)
         if what:
             return found_how(what, reading)
     if not readings.settled:

@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from loopx.kernel.deobfuscate import read
+from loopx.kernel.deobfuscate import Memo, read
 from loopx.kernel.errors import RedactionBlocked
-from loopx.kernel.secrets import found_how, named_patterns, secret_kind_in
+from loopx.kernel.secrets import found_how, named_patterns, plain_kind
 from loopx.narrator.mask import mask
 from loopx.narrator.story import Story
 
@@ -72,20 +72,51 @@ MIN_PRIVATE = 10
 PLAIN = re.compile(r"[A-Za-z0-9_ .\-]{0,11}")
 
 
-def problems_in(text: str, roots: tuple[str, ...] = ()) -> list[str]:
-    """Every reason ``text`` may not be published (empty: it may)."""
+class Scans:
+    """What the scans found in each reading, kept across the :func:`problems_in` calls of one
+    check (the page and its unescaped copy share most of their readings, each half a MB):
+    per reading text, the secret it looks like (or None), which of :data:`PATHS_AND_LOGS`
+    match, and whether it names one of ``roots`` (fixed for the check)."""
+
+    def __init__(self, roots: tuple[str, ...]) -> None:
+        self.roots = roots
+        self.transforms: Memo = {}
+        self.found: dict[str, tuple[str | None, tuple[bool, ...], bool]] = {}
+
+    def of(self, text: str) -> tuple[str | None, tuple[bool, ...], bool]:
+        """The scans of one reading's text (computed once per distinct text)."""
+        got = self.found.get(text)
+        if got is None:
+            got = self.found[text] = (
+                plain_kind(text), tuple(bool(p.search(text)) for _, p in PATHS_AND_LOGS),
+                any(x in text for x in self.roots))
+        return got
+
+
+PATHS_AND_LOGS = PRIVATE_PATHS + LOG_EXCERPTS
+
+
+def problems_in(text: str, roots: tuple[str, ...] = (), scans: Scans | None = None) -> list[str]:
+    """Every reason ``text`` may not be published (empty: it may). ``scans`` (built with the
+    same ``roots``) keeps each reading's scans for the next call: the same answers, once."""
     if PLAIN.fullmatch(text):
         return []  # an id, a short word or a number: see PLAIN
+    if scans is None:
+        scans = Scans(roots)
     found: list[str] = []
-    readings = read(text)
-    what = secret_kind_in(readings)
+    readings = read(text, scans.transforms)
+    results = [(r, scans.of(r.text)) for r in readings.readings]
+    # The first reading that finds each thing names how it was found, as secret_kind_in does.
+    what = next((found_how(kind, r) for r, (kind, _, _) in results if kind), None)
+    if what is None and not readings.settled:
+        what = "a value encoded too many times to check"
     if what:
         found.append(f"looks like {what}")
-    for what, pattern in PRIVATE_PATHS + LOG_EXCERPTS:
-        reading = next((r for r in readings.readings if pattern.search(r.text)), None)
+    for i, (what, _) in enumerate(PATHS_AND_LOGS):
+        reading = next((r for r, (_, hits, _) in results if hits[i]), None)
         if reading is not None and found_how(what, reading) not in found:
             found.append(found_how(what, reading))
-    root = next((r for r in readings.readings if any(x in r.text for x in roots)), None)
+    root = next((r for r, (_, _, named) in results if named), None)
     if root is not None:
         found.append(found_how("a path inside this workspace or home", root))
     return found
@@ -217,8 +248,9 @@ def findings(story: Story, output: str, view: View,
     if not found:
         # Whatever the template or the numbers added: scanned with typed ids masked (in one
         # pass per length of id, as replacing them one by one, longest first, would).
+        scans = Scans(roots)
         for text in texts:
-            for problem in problems_in(mask(text, story.safe), roots):
+            for problem in problems_in(mask(text, story.safe), roots, scans):
                 report(None, "output", problem)
     return found
 
