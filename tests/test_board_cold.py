@@ -8,6 +8,7 @@ not timing: bench/cold_should_run.py measures the time."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -15,12 +16,14 @@ from html import unescape
 from pathlib import Path
 
 import pytest
+from helpers import research_workspace
 from narrator_support import fixed_campaign
 from test_cold_imports import PROBE
 
 from loopx.narrator import board
 from loopx.narrator.publish import render
 from loopx.research.graph import build, graph_json
+from loopx.testing.research import CONTRACT
 from loopx.workspace import init_workspace
 
 
@@ -73,3 +76,51 @@ def test_a_long_board_cuts_its_lists_and_says_so(monkeypatch: pytest.MonkeyPatch
     # What the board always shows: the campaign's state, the next actions, the frontier.
     assert 'id="status"' in text and 'id="next-candidates"' in text
     assert unescape(full).count("<tr><td>") == unescape(text).count("<tr><td>")
+
+
+# The entry point on real streams, writing the modules it loaded to the file argv[1] at exit.
+MODULES_AT_EXIT = """
+import atexit, json, sys
+listed = sys.argv.pop(1)
+atexit.register(lambda: open(listed, "w").write(json.dumps(sorted(sys.modules))))
+sys.argv[0] = "loopx"
+from loopx.cli import main
+main()
+"""
+CLICK_ONLY = ("import sys; sys.argv[0] = 'loopx'; from loopx.cli.app import main; main()")
+
+
+def _both(root: Path, *args: str) -> tuple[tuple[int, str, str], tuple[int, str, str]]:
+    """``loopx -C root ARGS`` through the entry point (the direct path) and through click."""
+    out = []
+    for lead in (["-m", "loopx.cli"], ["-c", CLICK_ONLY]):
+        done = subprocess.run([sys.executable, *lead, "-C", str(root), *args],
+                              capture_output=True, text=True, timeout=120, check=False,
+                              env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+        out.append((done.returncode, done.stdout, done.stderr))
+    return out[0], out[1]
+
+
+def test_a_plain_board_runs_without_click_and_prints_what_click_prints(tmp_path: Path) -> None:
+    from loopx.cli.direct import parse
+
+    ws, _ = init_workspace(tmp_path / "ws", "direct-board")
+    r = research_workspace(tmp_path / "lab", "direct-board")
+    r.contract(CONTRACT)
+    r.propose("h-leak", title="reuse AKIAIOSFODNN7EXAMPLE from the lab")
+    r.ledger.store.close()
+    listed = tmp_path / "modules.json"
+    done = subprocess.run([sys.executable, "-c", MODULES_AT_EXIT, str(listed), "-C",
+                           str(ws.root), "board"], capture_output=True, text=True, timeout=120,
+                          check=False,
+                          env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+    assert done.returncode == 0 and done.stdout.lstrip().lower().startswith("<!doctype html")
+    assert "click" not in json.loads(listed.read_text())
+    for root in (ws.root, tmp_path / "lab", tmp_path / "nowhere"):
+        direct, clicked = _both(root, "board")
+        assert direct == clicked
+    assert _both(tmp_path / "lab", "board")[0][0] == 10  # blocked by the redaction gate
+    assert parse(["-C", str(ws.root), "board"]) is not None
+    for other in (["board", "--json"], ["board", "--out", "b.html"], ["board", "--serve"],
+                  ["board", "--help"]):
+        assert parse(other) is None, other

@@ -1,6 +1,7 @@
 """The hot read commands, run without click: ``quota should-run --json`` (what an agent asks
-between steps), ``status --json``, and ``frontier --json`` and ``candidates --json`` (printed
-from the rows kept with the checkpoint: :mod:`loopx.research.row_cache`).
+between steps), ``status --json``, ``frontier --json`` and ``candidates --json`` (printed
+from the rows kept with the checkpoint: :mod:`loopx.research.row_cache`), and plain ``board``
+(the page, as text: see :data:`TEXT`).
 
 Defining the click command tree costs more than answering these. :func:`run` takes an argument
 list only when it is one of these commands in a plain form (options it knows, each once or
@@ -67,9 +68,43 @@ def error_json(exc: LoopxError) -> str:
 Options = dict[str, Any]
 # Per command: its options that take a value, its flags, and what runs it.
 VALUED = {"quota should-run": ("--agent-id", "--token-file"), "status": (), "frontier": (),
-          "candidates": ()}
+          "candidates": (), "board": ()}
 FLAGS = {"quota should-run": ("--json", "--claim"), "status": ("--json",),
-         "frontier": ("--json",), "candidates": ("--json",)}
+         "frontier": ("--json",), "candidates": ("--json",), "board": ()}
+# Commands run here in their text form only (their --json is click's): what they print is
+# written as click.echo writes it to a UTF-8 stream that is no terminal, and a text holding an
+# escape character (which click strips there) is left to click.
+TEXT = ("board",)
+
+
+class Text:
+    """A text command's answer: ``out`` for stdout as it is (no newline added), ``note`` a line
+    for stderr."""
+
+    __slots__ = ("note", "out")
+
+    def __init__(self, out: str, note: str) -> None:
+        self.out, self.note = out, note
+
+
+def screen_note(rendered: dict[str, Any]) -> str:
+    """How the first-screen gate chose the rendered page's first screen, in words."""
+    gate = rendered["first_screen"]
+    if gate["status"] != "held_back":
+        return f"first screen {gate['status'].replace('_', ' ')}"
+    return f"first screen held back: {gate['reason']}"
+
+
+def _board(workspace: str | None, opts: Options) -> Text | None:
+    # What the tool story.render returns for the board, as `loopx board` prints it.
+    from loopx.narrator.publish import render
+
+    def body(ctx: Any) -> dict[str, Any]:
+        rendered = render(ctx.ledger, "board", "html", workspace_root=ctx.workspace.root)
+        return {"text": rendered.text, "first_screen": rendered.choice.to_json()}
+
+    out = _run_read(workspace, body)
+    return Text(out["text"], f"loopx: {screen_note(out)}\n")
 
 
 def _should_run(workspace: str | None, opts: Options) -> dict[str, Any] | None:
@@ -127,9 +162,9 @@ def _projection(name: str) -> Callable[[str | None, Options], str]:
 
 
 # Each returns the answer as JSON data or text, or None to leave the command to click.
-COMMANDS: dict[str, Callable[[str | None, Options], dict[str, Any] | str | None]] = {
+COMMANDS: dict[str, Callable[[str | None, Options], dict[str, Any] | str | Text | None]] = {
     "quota should-run": _should_run, "status": _status, "frontier": _projection("frontier"),
-    "candidates": _projection("candidates")}
+    "candidates": _projection("candidates"), "board": _board}
 
 
 def parse(argv: list[str]) -> tuple[str, str | None, Options] | None:
@@ -164,9 +199,15 @@ def parse(argv: list[str]) -> tuple[str, str | None, Options] | None:
             opts[head] = True
         else:
             return None
-    if "--json" not in opts:
-        return None  # text output is click's (it strips terminal escapes, for one)
+    if ("--json" in opts) == (command in TEXT):
+        return None  # other text output is click's (it strips terminal escapes, for one)
+    if command in TEXT and not (_utf8(sys.stdout) and _utf8(sys.stderr)):
+        return None  # click may wrap such a stream
     return command, workspace, opts
+
+
+def _utf8(stream: Any) -> bool:
+    return (getattr(stream, "encoding", None) or "").lower().replace("-", "") == "utf8"
 
 
 def run(argv: list[str]) -> int | None:
@@ -180,9 +221,17 @@ def run(argv: list[str]) -> int | None:
         out = COMMANDS[command](workspace, opts)
         if out is None:
             return None
+        if isinstance(out, Text):
+            if "\x1b" in out.out or "\x1b" in out.note:
+                return None  # click strips escapes from a stream that is no terminal
+            _write(sys.stdout, out.out)
+            _write(sys.stderr, out.note)
+            return 0
         _print(out if isinstance(out, str) else json.dumps(out, sort_keys=True,
                                                             ensure_ascii=False))
     except LoopxError as exc:
+        if command in TEXT:
+            return _fail_text(exc)
         _print(error_json(exc))
         return exc.exit_code
     except BrokenPipeError:
@@ -195,9 +244,28 @@ def run(argv: list[str]) -> int | None:
             raise
         from loopx.kernel.errors import StorageError
 
-        _print(error_json(StorageError.from_os(exc, "access")))
-        return StorageError.from_os(exc, "access").exit_code
+        error = StorageError.from_os(exc, "access")
+        if command in TEXT:
+            return _fail_text(error)
+        _print(error_json(error))
+        return error.exit_code
     return 0
+
+
+def _fail_text(exc: LoopxError) -> int | None:
+    """A text command's error as the click group reports it (loopx.cli.app.fail): its exit
+    code; None (click runs the command again) if the words hold an escape click would strip."""
+    text = f"loopx: {exc.message}\n" + (f"hint: {exc.hint}\n" if exc.hint else "")
+    if "\x1b" in text:
+        return None
+    _write(sys.stderr, text)
+    return exc.exit_code
+
+
+def _write(stream: Any, text: str) -> None:
+    """``text`` on ``stream`` as click.echo writes it (no escapes in it: see :data:`TEXT`)."""
+    stream.write(text)
+    stream.flush()
 
 
 def _print(line: str) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -17,7 +16,7 @@ from loopx.cli.app import (
     with_token,
     workspace_of,
 )
-from loopx.cli.direct import credentials
+from loopx.cli.direct import credentials, screen_note
 from loopx.kernel.errors import UsageProblem
 
 out_option = click.option(
@@ -27,13 +26,6 @@ out_option = click.option(
 publisher_option = click.option(
     "--agent-id", envvar="LOOPX_AGENT_ID", metavar="ID",
     help="The publishing narrator (env LOOPX_AGENT_ID); needed with --out.")
-
-
-def _screen_note(out: dict[str, Any]) -> str:
-    gate = out["first_screen"]
-    if gate["status"] != "held_back":
-        return f"first screen {gate['status'].replace('_', ' ')}"
-    return f"first screen held back: {gate['reason']}"
 
 
 @contextmanager
@@ -70,7 +62,7 @@ def _render_or_publish(ctx: click.Context, surface: str, fmt: str, out: Path | N
             emit(True, rendered, "")
         else:
             click.echo(rendered["text"], nl=False)
-            click.echo(f"loopx: {_screen_note(rendered)}", err=True)
+            click.echo(f"loopx: {screen_note(rendered)}", err=True)
         return
     if not agent_id:
         raise UsageProblem("--out publishes a record: give the narrator's --agent-id "
@@ -82,7 +74,7 @@ def _render_or_publish(ctx: click.Context, surface: str, fmt: str, out: Path | N
          f"{published['publication_id']}: {surface} ({fmt}) written to {out}, "
          f"{published['output_bytes']} bytes, sha256 {published['output_sha256'][:16]}; "
          f"pins seq {published['head']['seq']} ({published['head']['hash'][:16]}); "
-         f"recorded at seq {published['seq']}\n{_screen_note(published)}")
+         f"recorded at seq {published['seq']}\n{screen_note(published)}")
 
 
 @cli.command("story")
