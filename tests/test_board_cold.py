@@ -124,3 +124,17 @@ def test_a_plain_board_runs_without_click_and_prints_what_click_prints(tmp_path:
     for other in (["board", "--json"], ["board", "--out", "b.html"], ["board", "--serve"],
                   ["board", "--help"]):
         assert parse(other) is None, other
+
+
+def test_the_board_draws_the_same_picture_from_the_evidence_alone() -> None:
+    from loopx.narrator.html import render_board
+    from loopx.narrator.story import build as story
+
+    f = fixed_campaign()
+    state = f.c.ledger.state()
+    view = state["lanes"]
+    doc = story(view, state.seq, state.cursor.hash).doc
+    full, marks = graph_json(view, state.seq), graph_json(view, state.seq, evidence_only=True)
+    assert {n["kind"] for n in full["nodes"]} - {n["kind"] for n in marks["nodes"]} >= {
+        "todo", "contract"}
+    assert render_board(doc, marks) == render_board(doc, full)

@@ -113,7 +113,9 @@ def _render(ledger: Ledger, surface: str, fmt: str, workspace_root: Path | None,
         from loopx.narrator.html import render_board
         from loopx.research.graph import graph_json
 
-        text = render_board(doc, graph_json(view, state.seq, rows), extra_head)
+        # The picture draws hypotheses and the records about them: no todos, contracts, ...
+        graph = graph_json(view, state.seq, rows, evidence_only=True)
+        text = render_board(doc, graph, extra_head)
     elif fmt == "html":
         from loopx.narrator.html import render_story
 

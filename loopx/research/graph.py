@@ -69,10 +69,12 @@ class PlainGraph:
         return [(s, t, d) if data else (s, t) for (s, t, _), d in self._edges.items()]
 
 
-def build(view: View, into: Graph | None = None,
-          rows: list[Row] | None = None) -> networkx.MultiDiGraph:
+def build(view: View, into: Graph | None = None, rows: list[Row] | None = None, *,
+          evidence_only: bool = False) -> networkx.MultiDiGraph:
     """The evidence graph of the folded state, as a networkx graph (networkx is imported only
-    here) or filled into ``into``; ``rows``: the frontier of ``view``, if already computed."""
+    here) or filled into ``into``; ``rows``: the frontier of ``view``, if already computed.
+    ``evidence_only``: without contracts, todos, grounding and what decisions rest on (what
+    the board's picture draws: hypotheses, the records about them, how they relate)."""
     if into is None:
         import networkx
 
@@ -84,7 +86,7 @@ def build(view: View, into: Graph | None = None,
             g.add_edge(source, target, key=kind, type=kind)
 
     previous = None
-    for v in view["campaign"]["versions"]:
+    for v in () if evidence_only else view["campaign"]["versions"]:
         node = f"contract:v{v['version']}"
         g.add_node(node, kind="contract", seq=v["seq"], record_id=v["record_id"],
                    contract_id=v["contract_id"], version=v["version"])
@@ -99,7 +101,7 @@ def build(view: View, into: Graph | None = None,
                    state=by_id[hid].state, revision=h["revision"],
                    completeness=by_id[hid].completeness)
     todos = view["todos"]
-    for hid, todo_ids in view["hypothesis_todos"].items():
+    for hid, todo_ids in ({} if evidence_only else view["hypothesis_todos"]).items():
         for todo_id in todo_ids:
             todo = todos.get(todo_id)
             if todo is not None:
@@ -135,11 +137,13 @@ def build(view: View, into: Graph | None = None,
             g.add_node(f"gate:{gate['record_id']}", kind="gate_result", seq=gate["seq"],
                        gate=gate["gate"], passed=gate["passed"])
             edge(f"gate:{gate['record_id']}", node, "checks")
-    _grounding(view, g, edge)
-    by_record = {data["record_id"]: node for node, data in g.nodes(data=True)
-                 if "record_id" in data}
-    by_record.update({node.split(":", 1)[1]: node for node in g
-                      if node.split(":", 1)[0] in ("packet", "event", "audit", "gate")})
+    by_record: dict[str, str] = {}
+    if not evidence_only:
+        _grounding(view, g, edge)
+        by_record = {data["record_id"]: node for node, data in g.nodes(data=True)
+                     if "record_id" in data}
+        by_record.update({node.split(":", 1)[1]: node for node in g
+                          if node.split(":", 1)[0] in ("packet", "event", "audit", "gate")})
     for did, d in view["decisions"].items():
         node = f"decision:{did}"
         g.add_node(node, kind="decision", seq=d["seq"], outcome=d["outcome"],
@@ -175,10 +179,12 @@ def _grounding(view: View, g: Graph,
             edge(f"grounding:{gid}", target, "grounds")
 
 
-def graph_json(view: View, head_seq: int, rows: list[Row] | None = None) -> dict[str, Any]:
+def graph_json(view: View, head_seq: int, rows: list[Row] | None = None, *,
+               evidence_only: bool = False) -> dict[str, Any]:
     """The graph as plain data for the log up to ``head_seq``: nodes sorted by id, edges by
-    (source, target, type); ``rows``: the frontier of ``view``, if already computed."""
-    g = build(view, PlainGraph(), rows)
+    (source, target, type); ``rows``: the frontier of ``view``, if already computed;
+    ``evidence_only`` as in :func:`build`."""
+    g = build(view, PlainGraph(), rows, evidence_only=evidence_only)
     nodes = [{"id": node, **data} for node, data in sorted(g.nodes(data=True))]
     edges = sorted(({"source": s, "target": t, "type": data["type"]}
                     for s, t, data in g.edges(data=True)),
