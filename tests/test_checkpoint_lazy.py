@@ -98,3 +98,17 @@ def test_a_reader_keeps_its_snapshot_when_a_save_replaces_the_file(tmp_path: Pat
     save_checkpoint(path, newer, VERSION)
     assert reader["lanes"]["todos"]["t003"]["status"] == "open"
     assert load(path)["lanes"]["todos"]["t003"]["status"] == "completed"
+
+
+def test_fields_of_a_partly_loaded_table_are_those_of_the_dict(tmp_path: Path) -> None:
+    from loopx.kernel.lazy_table import fields
+
+    path = tmp_path / "cp.sqlite"
+    save_checkpoint(path, state(), VERSION)
+    todos = load(path)["lanes"]["todos"]
+    change(todos)  # held rows changed, added, removed and added again
+    assert not todos.complete
+    read = sorted(fields(todos, ("status", "n")))
+    assert dict.__len__(todos) < 20 and not todos.complete  # the rest were not loaded
+    assert read == sorted((key, (row["status"], row["n"])) for key, row in todos.items())
+    assert sorted(fields(todos, ("n",))) == sorted(fields(dict(todos), ("n",)))

@@ -38,8 +38,37 @@ class TableSource:
         return iter(self.db.execute("SELECT key, body FROM rows WHERE tbl = ? ORDER BY pos",
                                     (self.tbl,)))
 
+    def fields(self, names: tuple[str, ...]) -> list[tuple[Any, ...]]:
+        """(key, *the top-level fields ``names`` of its row) for every stored row, in no set
+        order, read by SQLite without parsing the rows in Python."""
+        import sqlite3
+
+        paths = ", ".join(f"json_extract(body, '$.\"{name}\"')" for name in names)
+        try:
+            return self.db.execute(f"SELECT key, {paths} FROM rows WHERE tbl = ?",
+                                   (self.tbl,)).fetchall()
+        except sqlite3.OperationalError:  # an SQLite built without its JSON functions
+            return [(key, *(row[name] for name in names)) for key, body in self.db.execute(
+                "SELECT key, body FROM rows WHERE tbl = ?", (self.tbl,))
+                if (row := json.loads(body)) is not None]
+
 
 _MISSING = object()
+
+
+def fields(table: dict[str, Any], names: tuple[str, ...]) -> Iterator[tuple[str, tuple[Any, ...]]]:
+    """(key, (row[name] for each of ``names``)) for every row of ``table``, in no set order.
+    Of a :class:`LazyTable` not loaded whole, only the rows it holds are read in Python; the
+    stored ones' fields come from SQLite, so ``names`` must be fields holding a string, a
+    number or null (SQLite reads true as 1)."""
+    source = table.source if isinstance(table, LazyTable) and not table.complete else None
+    rows = dict.items(table)
+    yield from ((key, tuple(row[name] for name in names)) for key, row in rows)
+    if source is not None:
+        assert isinstance(table, LazyTable)
+        seen = table.deleted | dict.keys(table)
+        yield from ((key, tuple(values)) for key, *values in source.fields(names)
+                    if key not in seen)
 _key_json = json.encoder.encode_basestring  # type: ignore[attr-defined]
 
 

@@ -110,6 +110,7 @@ def next_actions(r: Reader, view: View, hypotheses: list[dict[str, Any]],
 
 
 TODO_ROWS = 100  # the board lists at most this many todos; the rest are counted
+ORDER_FIELDS = ("status", "role", "priority", "seq")  # what orders the list (all scalars)
 
 
 def todos(r: Reader, view: View, screen: Callable[[str], bool] | None = None) -> dict[str, Any]:
@@ -123,22 +124,30 @@ def todos(r: Reader, view: View, screen: Callable[[str], bool] | None = None) ->
     def quote(value: str, record_id: str, name: str) -> str | None:
         return r.text(value, record_id, name) if screen is None or screen(value) else None
 
+    from loopx.kernel.lazy_table import fields
+
     private = {hid for hid, e in view["hypotheses"].items() if e.get("visibility") == "private"}
     entries = view["todos"]
-    hidden = {tid for tid, t in entries.items() if _private_todo(tid, t, private)}
+
+    def hidden(tid: str) -> bool:
+        t = entries.get(tid)
+        return t is not None and _private_todo(tid, t, private)
+
     finished = {"completed": 0, "failed": 0}
     listed = []
-    for tid, t in entries.items():
-        if t["status"] in finished:
-            finished[t["status"]] += 1
+    # Only the four fields that order them are read of every todo (of a checkpoint's table, by
+    # SQLite); the rows listed are then read whole.
+    for tid, (status, role, priority, seq) in fields(entries, ORDER_FIELDS):
+        if status in finished:
+            finished[status] += 1
         else:
-            listed.append((t["status"] == "cancelled", t["role"], -t["priority"], t["seq"], tid))
+            listed.append((status == "cancelled", role, -priority, seq, tid))
     listed.sort()
     rows = []
     for *_, tid in listed[:TODO_ROWS]:
         t = entries[tid]
         state = ("blocked" if t["status"] == "open" and blockers(t, view) else t["status"])
-        if tid in hidden:
+        if hidden(tid):
             rows.append({"private": True, "role": t["role"], "state": state,
                          "priority": t["priority"]})
             continue
@@ -158,7 +167,7 @@ def todos(r: Reader, view: View, screen: Callable[[str], bool] | None = None) ->
             "priority": r.num(t["priority"], t.get("priority_record") or rid, "priority"),
             "assigned_to": r.optional(t["assigned_to"], rid, "assigned_to"),
             "holder": r.optional(t["holder"], rid, "holder"),
-            "waiting_on": [None if b in hidden else r.text(b, rid, "blocked_by")
+            "waiting_on": [None if hidden(b) else r.text(b, rid, "blocked_by")
                            for b in blockers(t, view)],
             "cancelled": cancelled})
     return {"rows": rows, "more": max(len(listed) - TODO_ROWS, 0), "finished": finished}
