@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,6 +135,9 @@ def publish(ledger: Ledger, creds: Credentials, surface: str, fmt: str, out: Pat
         RedactionBlocked, Refused, Forbidden, UsageProblem: nothing written; StorageError:
         the output could not be written (or, after the record, moved into place).
     """
+    import tempfile  # only a publication writes a file, names a record and a temp file
+    import uuid
+
     rendered = render(ledger, surface, fmt, workspace_root=workspace_root)
     out = Path(out)
     if out.is_dir():
@@ -199,6 +200,8 @@ def preview(ledger: Ledger, creds: Credentials, *, workspace_root: Path | None =
         Refused: the first screen has not changed, or a preview of it already waits;
         RedactionBlocked: the screen quotes something not publishable.
     """
+    import uuid
+
     state = ledger.state()
     view = state["lanes"]
     story = build(view, state.seq, state.cursor.hash, screen=_screen(workspace_root))
