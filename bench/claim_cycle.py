@@ -52,14 +52,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import claim_log
 from temp_root import add_temp_root_options, temp_root
 from worker_pool import Pool, serve
 
 GOAL = "bench-claims"
-ROLE = "research_executor"
 STUDY = "bench"
 SIDES = ("loopx", "optuna", "raw")
-MAX_BATCH = 500  # todos per add_todos call: batches are limited to 1 MiB
 PROFILE_ENV = "LOOPX_BENCH_CLAIM_PROFILE"  # set by --profile for the spawned workers
 MAX_MISSES = 1000  # loopx: a worker gives up after this many non-selected decisions in a row
 
@@ -190,91 +189,16 @@ def run_all(pool: Pool, side: str, path: Path, cycles: int, extras: list[Any]
 
 def run_loopx(pool: Pool, run_dir: Path, procs: int, cycles: int) -> tuple[float, float]:
     """One loopx run; returns (cycles/s, bytes per record in the log)."""
-    from loopx.kernel.checks import Credentials
-    from loopx.work.agents import register_agent
-    from loopx.work.todos import add_todos
     from loopx.workspace import init_workspace
 
     ws, owner_token = init_workspace(run_dir / "loopx", GOAL)
-    owner = Credentials(agent_id="owner", token=owner_token)
-    ledger = ws.ledger()
-    agents = [f"exec-{i}" for i in range(procs)]
-    tokens = [register_agent(ledger, owner, agent_id=a, role=ROLE)[1] for a in agents]
-    todos = [{"todo_id": f"t-{i:05d}", "title": "bench todo", "role": ROLE,
-              "action_kind": "run_dev_eval", "hypothesis_id": f"h-{i:05d}"}
-             for i in range(procs * cycles)]
-    for i in range(0, len(todos), MAX_BATCH):
-        add_todos(ledger, owner, todos[i:i + MAX_BATCH])
-    ledger.store.close()
+    agents, tokens, todo_ids = claim_log.seed(ws, owner_token, procs, cycles)
     wall, total = run_all(pool, "loopx", ws.root, cycles, list(zip(agents, tokens)))
-
-    size = check_loopx_log(ws, {t["todo_id"] for t in todos}, set(agents))
-    return total / wall, size
-
-
-def check_loopx_log(ws: Any, todo_ids: set[str], agents: set[str]) -> float:
-    """Check a finished loopx run from its log; return bytes per record.
-
-    ``loopx verify`` (chain, schemas and every write check re-run) must pass; every todo must be
-    claimed exactly once, by one of the workers, at epoch 1 (no double claim, no expiry); every
-    claim must be completed by its claimant at its epoch, once; and the fold must show every
-    todo completed.
-
-    Raises:
-        RuntimeError: naming what is wrong.
-    """
-    from loopx.kernel.verify import verify_store
-
-    check = ws.ledger()
-    try:
-        report = verify_store(check.store)
-        if not report.ok:
-            raise RuntimeError(f"loopx: verify failed at seq {report.first_bad_seq}: "
-                               f"{report.problem}")
-        claims: Counter[str] = Counter()
-        claimed: set[tuple[str, int, str]] = set()
-        completed: Counter[tuple[str, int, str]] = Counter()
-        other_events: Counter[str] = Counter()
-        records = 0
-        for rec, _ in check.store.read():
-            records += 1
-            kind = rec["schema_version"]
-            if kind == "auto_research_lane_claim_v1":
-                claims[rec["todo_id"]] += 1
-                claimed.add((rec["todo_id"], rec["epoch"], rec["agent_id"]))
-            elif kind == "todo_event_v0":
-                event = rec["payload"]["event"]
-                if event == "completed":
-                    completed[(rec["todo_id"], rec["epoch"], rec["agent_id"])] += 1
-                else:
-                    other_events[event] += 1
-        problems = []
-        if set(claims) != todo_ids:
-            problems.append(f"{len(set(claims) & todo_ids)} of {len(todo_ids)} todos claimed, "
-                            f"{len(set(claims) - todo_ids)} unknown ones")
-        double = sorted(t for t, n in claims.items() if n > 1)
-        if double:
-            problems.append(f"{len(double)} todos claimed more than once: {double[:5]}")
-        if any(epoch != 1 or agent not in agents for _, epoch, agent in claimed):
-            problems.append("a claim at an epoch other than 1, or by an unknown agent")
-        if set(completed) != claimed:
-            problems.append(f"{len(claimed - set(completed))} claims not completed by their "
-                            f"claimant, {len(set(completed) - claimed)} completions of no claim")
-        twice = sorted(k for k, n in completed.items() if n > 1)
-        if twice:
-            problems.append(f"{len(twice)} claims completed more than once: {twice[:5]}")
-        if other_events:
-            problems.append(f"unexpected todo events: {dict(other_events)}")
-        todos = check.state()["lanes"]["todos"]
-        open_ = sorted(t for t in todo_ids if todos[t]["status"] != "completed")
-        if open_:
-            problems.append(f"{len(open_)} todos not completed in the fold: {open_[:5]}")
-        if problems:
-            raise RuntimeError("loopx: " + "; ".join(problems))
-        size = sum(check.store.segment_path(s).stat().st_size for s in check.store.segments())
-    finally:
-        check.store.close()
-    return size / records
+    records = claim_log.check(ws, todo_ids, set(agents))
+    store = ws.store()
+    size = sum(store.segment_path(s).stat().st_size for s in store.segments())
+    store.close()
+    return total / wall, size / records
 
 
 def run_optuna(pool: Pool, run_dir: Path, procs: int, cycles: int, sampler: str) -> float:

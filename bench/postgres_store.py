@@ -9,8 +9,9 @@ What it measures
 
     claim   loopx: each worker is a registered agent on a workspace whose log is on PostgreSQL
             and repeats ``should_run(..., claim=True)`` then ``complete`` (two appends, each one
-            transaction committed before it returns); the log must show every todo completed
-            once. optuna: ``RDBStorage("postgresql+psycopg://...")`` (SQLAlchemy 2, psycopg 3),
+            transaction committed before it returns); the run fails unless the log verifies
+            and every todo was claimed and completed exactly once (``claim_log.check``, as in
+            ``claim_cycle.py``). optuna: ``RDBStorage("postgresql+psycopg://...")`` (SQLAlchemy 2, psycopg 3),
             a cycle is study.ask(); trial.suggest_float; study.tell(), RandomSampler.
             Goal: loopx/optuna >= 2.
     append  loopx: ``PostgresStore.append([record])``, one ~300-byte record per append through
@@ -39,15 +40,13 @@ import sys
 import time
 import traceback
 import uuid
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import claim_log
 from temp_root import add_temp_root_options, temp_root
 from worker_pool import Pool, serve
 
-ROLE = "research_executor"
-MAX_BATCH = 500
 
 
 def worker(conn: Any, barrier: Any, dsn: str) -> None:
@@ -154,35 +153,17 @@ def run_all(pool: Pool, side: str, target: str, count: int, extras: list[Any]) -
 
 
 def claim_loopx(pool: Pool, dsn: str, run_dir: Path, procs: int, cycles: int) -> float:
-    from loopx.kernel.checks import Credentials
     from loopx.kernel.store.postgres import PostgresStore
-    from loopx.work.agents import register_agent
-    from loopx.work.todos import add_todos
     from loopx.workspace import init_workspace
 
     url = _with_log(dsn, f"bench{uuid.uuid4().hex[:12]}")
     ws, owner_token = init_workspace(run_dir / "loopx", "bench-claims", store=url)
     os.environ["LOOPX_STORE"] = url
     try:
-        owner = Credentials(agent_id="owner", token=owner_token)
-        ledger = ws.ledger()
-        agents = [f"exec-{i}" for i in range(procs)]
-        tokens = [register_agent(ledger, owner, agent_id=a, role=ROLE)[1] for a in agents]
-        todos = [{"todo_id": f"t-{i:05d}", "title": "bench todo", "role": ROLE,
-                  "action_kind": "run_dev_eval", "hypothesis_id": f"h-{i:05d}"}
-                 for i in range(procs * cycles)]
-        for i in range(0, len(todos), MAX_BATCH):
-            add_todos(ledger, owner, todos[i:i + MAX_BATCH])
-        ledger.store.close()
+        agents, tokens, todo_ids = claim_log.seed(ws, owner_token, procs, cycles)
         rate = run_all(pool, "claim-loopx", str(ws.root), cycles,
                        [(a, t, url) for a, t in zip(agents, tokens)])
-        store = ws.store()
-        completed = Counter(r["todo_id"] for r, _ in store.read()
-                            if r["schema_version"] == "todo_event_v0"
-                            and r["payload"].get("event") == "completed")
-        if len(completed) != len(todos) or set(completed.values()) != {1}:
-            raise RuntimeError("loopx: not every todo completed exactly once")
-        store.close()
+        claim_log.check(ws, todo_ids, set(agents))
     finally:
         with PostgresStore(url) as store:
             store.drop()
