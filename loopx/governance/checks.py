@@ -29,7 +29,7 @@ from loopx.governance.rules import (
     unknown_tool,
 )
 from loopx.governance.state import approval_subjects, current_contract
-from loopx.governance.versions import check_supersedes
+from loopx.governance.versions import check_next_version
 from loopx.kernel.domains import Check, Record, View
 from loopx.kernel.errors import Refused
 from loopx.work.extensions import Block
@@ -48,13 +48,8 @@ def _check_contract(view: View, who: Identity, record: Record) -> None:
             raise Refused("there is no contract yet: the first version is version 1, with no "
                           "supersedes and no amendment", hint="`loopx contract init`")
         return
-    if p["version"] == 1:
-        raise Refused(f"a contract exists ({current['contract_id']} version "
-                      f"{current['version']}); change it with an amendment",
-                      hint="`loopx contract amend`")
-    if p["contract_id"] != current["contract_id"]:
-        raise Refused(f"an amendment keeps contract_id {current['contract_id']!r}")
-    check_supersedes(current, p, "an amendment")
+    check_next_version(current, p, what="contract", id_key="contract_id", change="an amendment",
+                       how="change it with an amendment", hint="`loopx contract amend`")
     if p["amendment"] is None:
         raise Refused("an amendment must say what changed and why (payload.amendment)")
     changed = changed_fields(current, p)

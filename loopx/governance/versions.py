@@ -10,11 +10,19 @@ from typing import Any
 from loopx.kernel.errors import NotFound, Refused
 
 
-def check_supersedes(current: dict[str, Any], new: dict[str, Any], change: str) -> None:
-    """Refuse ``new`` unless it is the version after ``current`` and supersedes its record.
+def check_next_version(current: dict[str, Any], new: dict[str, Any], *, what: str, id_key: str,
+                       change: str, how: str, hint: str) -> None:
+    """Refuse ``new`` unless it is the version after ``current``, keeps its id and supersedes
+    its record.
 
-    ``change`` names the new version in the refusal: "an amendment", "a revision".
+    ``what`` names the record ("contract"), ``id_key`` its id field, ``change`` the new version
+    ("an amendment"); ``how`` and ``hint`` say how to change it, to whoever sent a version 1.
     """
+    if new["version"] == 1:
+        raise Refused(f"a {what} exists ({current[id_key]} version {current['version']}); {how}",
+                      hint=hint)
+    if new[id_key] != current[id_key]:
+        raise Refused(f"{change} keeps {id_key} {current[id_key]!r}, not {new[id_key]!r}")
     if new["version"] != current["version"] + 1 or new["supersedes"] != current["record_id"]:
         raise Refused(f"{change} of version {current['version']} is version "
                       f"{current['version'] + 1} and supersedes {current['record_id']}")

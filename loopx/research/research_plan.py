@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from loopx.governance.versions import check_supersedes, pick_version
+from loopx.governance.versions import check_next_version, pick_version
 from loopx.kernel.errors import FieldProblem, RecordRejected, Refused
 
 if TYPE_CHECKING:
@@ -74,13 +74,9 @@ def check_research_plan(view: View, who: Identity, record: dict[str, Any]) -> No
             raise Refused("there is no research plan yet: the first is version 1, superseding "
                           "nothing", hint="`loopx research-plan record FILE`")
         return
-    if p["version"] == 1:
-        raise Refused(f"a research plan exists ({current['plan_id']} version "
-                      f"{current['version']}); record a revision, which supersedes it",
-                      hint="`loopx research-plan record FILE --reason TEXT`")
-    if p["plan_id"] != current["plan_id"]:
-        raise Refused(f"a revision keeps plan_id {current['plan_id']!r}, not {p['plan_id']!r}")
-    check_supersedes(current, p, "a revision")
+    check_next_version(current, p, what="research plan", id_key="plan_id", change="a revision",
+                       how="record a revision, which supersedes it",
+                       hint="`loopx research-plan record FILE --reason TEXT`")
     if _content(p) == _content(current):
         raise Refused("the revision changes nothing (its steps and summary are those of "
                       f"version {current['version']})")
