@@ -5,18 +5,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from loopx.kernel.canonical import format_ts
 from loopx.kernel.checks import Credentials
+from loopx.kernel.errors import Refused
 from loopx.kernel.ledger import Ledger
 from loopx.kernel.store import MemoryStore, Store
+from loopx.research.projections import row
 from loopx.testing.research import ResearchLoop
 from loopx.work.agents import register_agent
 from loopx.work.todos import add_todos
-from loopx.workspace import bootstrap_log
+from loopx.workspace import bootstrap_log, init_workspace
 
 
 @dataclass
@@ -117,6 +120,14 @@ def research_loop() -> ResearchLoop:
     return r
 
 
+def workspace_loop(root: Path, goal: str) -> tuple[Any, ResearchLoop]:
+    """A file workspace at ``root`` and a research loop on its ledger, the contract written."""
+    ws, owner_token = init_workspace(root, goal)
+    r = ResearchLoop(ws.ledger(), Credentials("owner", owner_token))
+    r.contract()
+    return ws, r
+
+
 def lanes(r: ResearchLoop) -> dict[str, Any]:
     """The lanes state of ``r``'s ledger now."""
     return r.ledger.state()["lanes"]
@@ -143,6 +154,19 @@ class OnCampaign:
             fn()
         assert self.c.head() == head
         return caught.value
+
+    def decision_alone_refused(self, creds: Credentials, hypothesis_id: str, outcome: str,
+                               reason: str, match: str) -> None:
+        """A decision on the candidate ``outcome`` of ``hypothesis_id`` appended alone, without
+        the campaign transition the policy fires with it: refused (``match``), nothing written."""
+        current = row(self.view, hypothesis_id)
+        candidate = current.promotion if outcome == "promoted" else current.retirement
+        assert candidate is not None
+        bare = {"payload": {"decision_id": f"d-{hypothesis_id}", "hypothesis_id": hypothesis_id,
+                            "outcome": outcome, "reason": reason, "revision": current.revision,
+                            "evidence_ids": candidate["rests_on"]}}
+        self.unchanged(lambda: self.ledger.append(bare, creds=creds, kind="research_decision_v0"),
+                       Refused, match)
 
 
 # The smallest valid contract, for tests of kinds and scopes rather than of research.

@@ -180,14 +180,9 @@ def test_a_promotion_that_reaches_the_target_completes_the_campaign() -> None:
     m = Moves(metric={**CONTRACT["metric"], "target": 0.93},
               stop_policy={"max_iterations": 1})
     m.loop.supported("h1", *SUPPORTED)
-    current = row(m.view, "h1")
-    assert current.promotion is not None
-    bare = {"payload": {"decision_id": "d-h1", "hypothesis_id": "h1", "outcome": "promoted",
-                        "reason": "gates_passed", "revision": current.revision,
-                        "evidence_ids": current.promotion["rests_on"]}}
-    m.unchanged(lambda: m.ledger.append(bare, creds=m.ev, kind="research_decision_v0"),
-                Refused, "missing: the completion transition the policy fires "
-                         ".objective_target_reached.")
+    m.decision_alone_refused(m.ev, "h1", "promoted", "gates_passed",
+                             "missing: the completion transition the policy fires "
+                             ".objective_target_reached.")
     # The last iteration the stop policy allows also met the objective: it completes, not stops.
     out = decide(m.ledger, m.ev, "h1", "promoted")
     assert (out["transition"], out["completion"]) == ("completed", "objective_target_reached")

@@ -11,15 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from cli_support import invoke
-from lanes_support import lanes, research_loop
+from lanes_support import lanes, research_loop, workspace_loop
 
-from loopx.kernel.checks import Credentials
 from loopx.kernel.ledger import Ledger
 from loopx.research.completeness import FIELDS, completeness
 from loopx.research.graph import graph_json
 from loopx.research.projections import candidates, frontier, row
-from loopx.testing.research import ResearchLoop
-from loopx.workspace import init_workspace
 
 GOOD, HELDOUT, WORSE = [0.95, 0.96, 0.97], [0.93, 0.94, 0.95], [0.80, 0.81, 0.82]
 FULL: dict[str, Any] = {
@@ -63,10 +60,8 @@ def test_it_never_gates_and_does_not_measure_quality() -> None:
 
 
 def test_it_is_a_pure_function_of_the_log_and_on_the_graph(tmp_path: Path) -> None:
-    ws, owner_token = init_workspace(tmp_path, "complete")
-    ledger = ws.ledger()
-    r = ResearchLoop(ledger, Credentials("owner", owner_token))
-    r.contract()
+    ws, r = workspace_loop(tmp_path, "complete")
+    ledger = r.ledger
     r.propose("bare")
     r.propose("full", **FULL)
     state = ledger.state()

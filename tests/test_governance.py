@@ -279,14 +279,9 @@ def test_a_decision_that_omits_the_stop_it_fires_is_refused() -> None:
     g = Gov({**CONTRACT, "stop_policy": {"max_iterations": 1}})
     g.start()
     research(g).supported("h1", WORSE, None)
-    current = row(g.view, "h1")
-    assert current.retirement is not None
-    bare = {"payload": {"decision_id": "d1", "hypothesis_id": "h1", "outcome": "retired",
-                        "reason": "contradicted", "revision": current.revision,
-                        "evidence_ids": current.retirement["rests_on"]}}
-    g.unchanged(lambda: g.ledger.append(bare, creds=g.ev, kind="research_decision_v0"),
-                Refused, "must follow in the same batch are missing: the stop transition the "
-                         "policy fires .maximum_iterations_reached.")
+    g.decision_alone_refused(g.ev, "h1", "retired", "contradicted",
+                             "must follow in the same batch are missing: the stop transition "
+                             "the policy fires .maximum_iterations_reached.")
 
 
 def test_a_later_decision_supersedes_the_earlier_one() -> None:

@@ -8,11 +8,10 @@ import json
 from pathlib import Path
 
 from cli_support import invoke
+from lanes_support import workspace_loop
 
-from loopx.kernel.checks import Credentials
 from loopx.research.graph import SCHEMA, build, graph_json
-from loopx.testing.research import ResearchLoop
-from loopx.workspace import find_workspace, init_workspace
+from loopx.workspace import find_workspace
 
 GRAPH = "research_evidence_graph_v0"
 FRONTIER = "decentralized_research_frontier_v0"
@@ -20,12 +19,9 @@ FRONTIER = "decentralized_research_frontier_v0"
 
 def workspace(tmp_path: Path) -> Path:
     """A file workspace with a contract and one hypothesis judged on dev."""
-    ws, owner_token = init_workspace(tmp_path, "names")
-    ledger = ws.ledger()
-    r = ResearchLoop(ledger, Credentials("owner", owner_token))
-    r.contract()
+    _, r = workspace_loop(tmp_path, "names")
     r.supported("h1", [0.95, 0.96, 0.97], None)
-    ledger.store.close()
+    r.ledger.store.close()
     return tmp_path
 
 

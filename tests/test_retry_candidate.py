@@ -9,12 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from cli_support import invoke
-from lanes_support import campaign
+from lanes_support import campaign, workspace_loop
 
-from loopx.kernel.checks import Credentials
 from loopx.research.projections import candidates, row
 from loopx.testing.research import ResearchLoop
-from loopx.workspace import init_workspace
 
 BASE, EVALUATED = "a" * 40, "b" * 40
 
@@ -75,10 +73,8 @@ def test_an_inconclusive_judgement_also_rests_the_retry_on_itself() -> None:
 
 
 def test_loopx_candidates_shows_the_branch_ref_and_evidence(tmp_path: Path) -> None:
-    ws, owner_token = init_workspace(tmp_path, "retry")
-    ledger = ws.ledger()
-    r = ResearchLoop(ledger, Credentials("owner", owner_token))
-    r.contract()
+    ws, r = workspace_loop(tmp_path, "retry")
+    ledger = r.ledger
     r.propose("h1")
     packet = r.run("h1", "dev", [0.95, 0.96], commits=(BASE, EVALUATED), branch="exp/h1")
     event = r.judge("h1", "dev")
