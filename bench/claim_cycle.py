@@ -52,7 +52,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import claim_log
+import claim_race
 from temp_root import add_temp_root_options, temp_root
 from worker_pool import Pool, serve
 
@@ -60,7 +60,6 @@ GOAL = "bench-claims"
 STUDY = "bench"
 SIDES = ("loopx", "optuna", "raw")
 PROFILE_ENV = "LOOPX_BENCH_CLAIM_PROFILE"  # set by --profile for the spawned workers
-MAX_MISSES = 1000  # loopx: a worker gives up after this many non-selected decisions in a row
 
 
 # -- worker process ---------------------------------------------------------------------------
@@ -87,7 +86,6 @@ def run_job(job: tuple, barrier: Any) -> tuple[float, float, int, dict[str, int]
     done = 0
     if side == "loopx":
         from loopx.kernel.checks import Credentials
-        from loopx.work.claims import complete, should_run
         from loopx.workspace import find_workspace
 
         agent_id, token = extra
@@ -101,18 +99,7 @@ def run_job(job: tuple, barrier: Any) -> tuple[float, float, int, dict[str, int]
         t0 = time.monotonic()
         if profiler is not None:
             profiler.enable()
-        misses = 0
-        while done < cycles and misses < MAX_MISSES:
-            d = should_run(ledger, agent_id, claim=True, creds=creds)
-            if d["reason"] == "selected":
-                out = complete(ledger, creds, d["todo"]["todo_id"], d["todo"]["epoch"],
-                               result={"ok": True})
-                if out["already_completed"]:
-                    raise RuntimeError(f"{d['todo']['todo_id']} was already completed")
-                done, misses = done + 1, 0
-            else:
-                others[d["reason"]] += 1
-                misses += 1
+        done, others = claim_race.loopx_cycles(ledger, agent_id, creds, cycles)
         t1 = time.monotonic()
         if profiler is not None:
             profiler.disable()
@@ -130,11 +117,7 @@ def run_job(job: tuple, barrier: Any) -> tuple[float, float, int, dict[str, int]
         study = optuna.load_study(study_name=STUDY, storage=storage, sampler=sampler)
         barrier.wait()
         t0 = time.monotonic()
-        for _ in range(cycles):
-            trial = study.ask()
-            x = trial.suggest_float("x", 0, 1)
-            study.tell(trial, (x - 0.5) ** 2)
-            done += 1
+        done = claim_race.optuna_cycles(study, cycles)
         t1 = time.monotonic()
     else:
         line = b"x" * (extra - 1) + b"\n"
@@ -192,9 +175,9 @@ def run_loopx(pool: Pool, run_dir: Path, procs: int, cycles: int) -> tuple[float
     from loopx.workspace import init_workspace
 
     ws, owner_token = init_workspace(run_dir / "loopx", GOAL)
-    agents, tokens, todo_ids = claim_log.seed(ws, owner_token, procs, cycles)
+    agents, tokens, todo_ids = claim_race.seed(ws, owner_token, procs, cycles)
     wall, total = run_all(pool, "loopx", ws.root, cycles, list(zip(agents, tokens)))
-    records = claim_log.check(ws, todo_ids, set(agents))
+    records = claim_race.check(ws, todo_ids, set(agents))
     store = ws.store()
     size = sum(store.segment_path(s).stat().st_size for s in store.segments())
     store.close()

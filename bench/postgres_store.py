@@ -10,7 +10,7 @@ What it measures
     claim   loopx: each worker is a registered agent on a workspace whose log is on PostgreSQL
             and repeats ``should_run(..., claim=True)`` then ``complete`` (two appends, each one
             transaction committed before it returns); the run fails unless the log verifies
-            and every todo was claimed and completed exactly once (``claim_log.check``, as in
+            and every todo was claimed and completed exactly once (``claim_race.check``, as in
             ``claim_cycle.py``). optuna: ``RDBStorage("postgresql+psycopg://...")`` (SQLAlchemy 2, psycopg 3),
             a cycle is study.ask(); trial.suggest_float; study.tell(), RandomSampler.
             Goal: loopx/optuna >= 2.
@@ -43,7 +43,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import claim_log
+import claim_race
 from temp_root import add_temp_root_options, temp_root
 from worker_pool import Pool, serve
 
@@ -79,7 +79,6 @@ def run_job(job: tuple, barrier: Any, dsn: str) -> tuple[float, float, int]:
     done = 0
     if side == "claim-loopx":
         from loopx.kernel.checks import Credentials
-        from loopx.work.claims import complete, should_run
         from loopx.workspace import find_workspace
 
         agent_id, token, url = extra
@@ -89,13 +88,10 @@ def run_job(job: tuple, barrier: Any, dsn: str) -> tuple[float, float, int]:
         ledger.state()
         barrier.wait()
         t0 = time.monotonic()
-        while done < count:
-            d = should_run(ledger, agent_id, claim=True, creds=creds)
-            if d["reason"] != "selected":
-                raise RuntimeError(f"should-run said {d['reason']}")
-            complete(ledger, creds, d["todo"]["todo_id"], d["todo"]["epoch"], result={"ok": 1})
-            done += 1
+        done, others = claim_race.loopx_cycles(ledger, agent_id, creds, count)
         t1 = time.monotonic()
+        if others:
+            raise RuntimeError(f"should-run said {dict(others)}")
         ledger.store.close()
     elif side == "claim-optuna":
         import optuna
@@ -106,11 +102,7 @@ def run_job(job: tuple, barrier: Any, dsn: str) -> tuple[float, float, int]:
                                   sampler=optuna.samplers.RandomSampler())
         barrier.wait()
         t0 = time.monotonic()
-        for _ in range(count):
-            trial = study.ask()
-            x = trial.suggest_float("x", 0, 1)
-            study.tell(trial, (x - 0.5) ** 2)
-            done += 1
+        done = claim_race.optuna_cycles(study, count)
         t1 = time.monotonic()
         storage.engine.dispose()
     elif side == "append-loopx":
@@ -160,10 +152,10 @@ def claim_loopx(pool: Pool, dsn: str, run_dir: Path, procs: int, cycles: int) ->
     ws, owner_token = init_workspace(run_dir / "loopx", "bench-claims", store=url)
     os.environ["LOOPX_STORE"] = url
     try:
-        agents, tokens, todo_ids = claim_log.seed(ws, owner_token, procs, cycles)
+        agents, tokens, todo_ids = claim_race.seed(ws, owner_token, procs, cycles)
         rate = run_all(pool, "claim-loopx", str(ws.root), cycles,
                        [(a, t, url) for a, t in zip(agents, tokens)])
-        claim_log.check(ws, todo_ids, set(agents))
+        claim_race.check(ws, todo_ids, set(agents))
     finally:
         with PostgresStore(url) as store:
             store.drop()

@@ -1,4 +1,5 @@
-"""The campaign the claim benchmarks race on, and the check of the log they leave.
+"""What the claim benchmarks share: the campaign they race on, one worker's cycles on each side
+(loopx, Optuna), and the check of the log loopx leaves.
 
 Both ``claim_cycle.py`` (file store) and ``postgres_store.py`` (PostgreSQL) register one
 executor per worker process, add ``procs x cycles`` todos, let the workers claim and complete
@@ -13,6 +14,7 @@ from typing import Any
 
 ROLE = "research_executor"
 MAX_BATCH = 500  # todos per add_todos call: batches are limited to 1 MiB
+MAX_MISSES = 1000  # loopx: a worker gives up after this many non-selected decisions in a row
 
 
 def seed(ws: Any, owner_token: str, procs: int, cycles: int
@@ -34,6 +36,36 @@ def seed(ws: Any, owner_token: str, procs: int, cycles: int
         add_todos(ledger, owner, todos[i:i + MAX_BATCH])
     ledger.store.close()
     return agents, tokens, {t["todo_id"] for t in todos}
+
+
+def loopx_cycles(ledger: Any, agent_id: str, creds: Any, cycles: int) -> tuple[int, Counter]:
+    """Claim with should-run and complete, ``cycles`` times; return (cycles done, the other
+    reasons should-run gave), stopping after MAX_MISSES of those in a row."""
+    from loopx.work.claims import complete, should_run
+
+    others: Counter[str] = Counter()
+    done = misses = 0
+    while done < cycles and misses < MAX_MISSES:
+        d = should_run(ledger, agent_id, claim=True, creds=creds)
+        if d["reason"] == "selected":
+            out = complete(ledger, creds, d["todo"]["todo_id"], d["todo"]["epoch"],
+                           result={"ok": True})
+            if out["already_completed"]:
+                raise RuntimeError(f"{d['todo']['todo_id']} was already completed")
+            done, misses = done + 1, 0
+        else:
+            others[d["reason"]] += 1
+            misses += 1
+    return done, others
+
+
+def optuna_cycles(study: Any, cycles: int) -> int:
+    """Optuna's cycle, ``cycles`` times: ask, suggest one float, tell; return cycles done."""
+    for _ in range(cycles):
+        trial = study.ask()
+        x = trial.suggest_float("x", 0, 1)
+        study.tell(trial, (x - 0.5) ** 2)
+    return cycles
 
 
 def check(ws: Any, todo_ids: set[str], agents: set[str]) -> int:
