@@ -284,9 +284,6 @@ def main() -> None:
                         shutil.rmtree(run_dir)
     elapsed = time.monotonic() - started
 
-    def med(values: list[float], fmt: str) -> str:
-        return format(statistics.median(values), fmt) if values else "-"
-
     print("claim_cycle: loopx should-run(claim)+complete vs Optuna JournalFileBackend "
           "ask/suggest/tell vs raw 2 x (flock+write+unlock+fdatasync)")
     print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, temp dir under "
@@ -301,9 +298,9 @@ def main() -> None:
         ratio = r["lx/op"]
         spread = f"[{min(ratio):.2f}-{max(ratio):.2f}]" if ratio else "-"
         verdict = ("PASS" if statistics.median(ratio) >= 2 else "MISS") if ratio else "-"
-        print(f"{procs:>5} | {med(r['loopx'], '.0f'):>9} {med(r['optuna'], '.0f'):>10} "
-              f"{med(r['raw'], '.0f'):>8} | {med(ratio, '.2f'):>9} {spread:>11} {verdict:>7} | "
-              f"{med(r['lx/raw'], '.2f'):>6} | {med(r['bytes'], '.0f'):>5}")
+        print(f"{procs:>5} | {claim_race.median_text(r['loopx'], '.0f'):>9} {claim_race.median_text(r['optuna'], '.0f'):>10} "
+              f"{claim_race.median_text(r['raw'], '.0f'):>8} | {claim_race.median_text(ratio, '.2f'):>9} {spread:>11} {verdict:>7} | "
+              f"{claim_race.median_text(r['lx/raw'], '.2f'):>6} | {claim_race.median_text(r['bytes'], '.0f'):>5}")
     print("\nc/s = cycles/s (all processes), medians over reps; ratios are medians of per-rep "
           "paired ratios; B/rec = bytes per record in the loopx log")
     print("optuna fsyncs 3x per cycle under its symlink lock (sleep backoff from 1 ms); "

@@ -9,6 +9,7 @@ was not claimed and completed exactly once, fails instead of printing a rate.
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from typing import Any
 
@@ -129,3 +130,8 @@ def check(ws: Any, todo_ids: set[str], agents: set[str]) -> int:
 def _more_than_once(what: str, counts: Counter) -> list[str]:
     many = sorted(k for k, n in counts.items() if n > 1)
     return [f"{len(many)} {what} more than once: {many[:5]}"] if many else []
+
+
+def median_text(values: list[float], fmt: str) -> str:
+    """The median of ``values`` formatted with ``fmt``, or "-" when there are none."""
+    return format(statistics.median(values), fmt) if values else "-"
