@@ -284,23 +284,23 @@ def main() -> None:
                         shutil.rmtree(run_dir)
     elapsed = time.monotonic() - started
 
-    print("claim_cycle: loopx should-run(claim)+complete vs Optuna JournalFileBackend "
-          "ask/suggest/tell vs raw 2 x (flock+write+unlock+fdatasync)")
-    print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, temp dir under "
-          f"{root.parent}, {args.cycles} cycles/proc, {args.reps} reps, optuna sampler "
-          f"{args.sampler}, raw line {args.line_bytes} B, imports and setup excluded\n")
-    hdr = (f"{'procs':>5} | {'loopx c/s':>9} {'optuna c/s':>10} {'raw c/s':>8} | "
-           f"{'lx/optuna':>9} {'[min-max]':>11} {'goal>=2':>7} | {'lx/raw':>6} | {'B/rec':>5}")
-    print(hdr)
-    print("-" * len(hdr))
+    claim_race.print_table_head(
+        "claim_cycle: loopx should-run(claim)+complete vs Optuna JournalFileBackend "
+        "ask/suggest/tell vs raw 2 x (flock+write+unlock+fdatasync)",
+        f"python {platform.python_version()}, {os.cpu_count()} CPUs, temp dir under "
+        f"{root.parent}, {args.cycles} cycles/proc, {args.reps} reps, optuna sampler "
+        f"{args.sampler}, raw line {args.line_bytes} B, imports and setup excluded",
+        f"{'procs':>5} | {'loopx c/s':>9} {'optuna c/s':>10} {'raw c/s':>8} | "
+        f"{'lx/optuna':>9} {'[min-max]':>11} {'goal>=2':>7} | {'lx/raw':>6} | {'B/rec':>5}")
+    med = claim_race.median_text
     for procs in args.procs:
         r = res[procs]
         ratio = r["lx/op"]
         spread = f"[{min(ratio):.2f}-{max(ratio):.2f}]" if ratio else "-"
         verdict = ("PASS" if statistics.median(ratio) >= 2 else "MISS") if ratio else "-"
-        print(f"{procs:>5} | {claim_race.median_text(r['loopx'], '.0f'):>9} {claim_race.median_text(r['optuna'], '.0f'):>10} "
-              f"{claim_race.median_text(r['raw'], '.0f'):>8} | {claim_race.median_text(ratio, '.2f'):>9} {spread:>11} {verdict:>7} | "
-              f"{claim_race.median_text(r['lx/raw'], '.2f'):>6} | {claim_race.median_text(r['bytes'], '.0f'):>5}")
+        print(f"{procs:>5} | {med(r['loopx'], '.0f'):>9} {med(r['optuna'], '.0f'):>10} "
+              f"{med(r['raw'], '.0f'):>8} | {med(ratio, '.2f'):>9} {spread:>11} {verdict:>7} | "
+              f"{med(r['lx/raw'], '.2f'):>6} | {med(r['bytes'], '.0f'):>5}")
     print("\nc/s = cycles/s (all processes), medians over reps; ratios are medians of per-rep "
           "paired ratios; B/rec = bytes per record in the loopx log")
     print("optuna fsyncs 3x per cycle under its symlink lock (sleep backoff from 1 ms); "

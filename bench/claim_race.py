@@ -135,3 +135,11 @@ def _more_than_once(what: str, counts: Counter) -> list[str]:
 def median_text(values: list[float], fmt: str) -> str:
     """The median of ``values`` formatted with ``fmt``, or "-" when there are none."""
     return format(statistics.median(values), fmt) if values else "-"
+
+
+def print_table_head(title: str, setup: str, header: str) -> None:
+    """The report's first lines: what is compared, the run's settings, the column names."""
+    print(title)
+    print(setup + "\n")
+    print(header)
+    print("-" * len(header))

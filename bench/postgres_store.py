@@ -267,21 +267,21 @@ def main() -> None:
                     r["append"].append(r["append-loopx"][-1] / r["append-raw"][-1])
     elapsed = time.monotonic() - started
 
-    print("postgres_store: loopx on PostgreSQL vs Optuna RDBStorage (claim cycles) and vs a "
-          "plain INSERT+COMMIT loop (appends), same server, same run")
-    print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, {args.cycles} cycles/proc,"
-          f" {args.appends} appends/proc, {args.reps} reps, imports and connecting excluded\n")
-    hdr = (f"{'procs':>5} | {'loopx c/s':>9} {'optuna c/s':>10} {'lx/optuna':>9} {'goal>=2':>7} |"
-           f" {'loopx a/s':>9} {'raw a/s':>8} {'lx/raw':>6} {'goal>=.5':>8}")
-    print(hdr)
-    print("-" * len(hdr))
+    claim_race.print_table_head(
+        "postgres_store: loopx on PostgreSQL vs Optuna RDBStorage (claim cycles) and vs a "
+        "plain INSERT+COMMIT loop (appends), same server, same run",
+        f"python {platform.python_version()}, {os.cpu_count()} CPUs, {args.cycles} cycles/proc,"
+        f" {args.appends} appends/proc, {args.reps} reps, imports and connecting excluded",
+        f"{'procs':>5} | {'loopx c/s':>9} {'optuna c/s':>10} {'lx/optuna':>9} {'goal>=2':>7} |"
+        f" {'loopx a/s':>9} {'raw a/s':>8} {'lx/raw':>6} {'goal>=.5':>8}")
+    med = claim_race.median_text
     for procs in args.procs:
         r = res[procs]
         claim = statistics.median(r["claim"])
         append = statistics.median(r["append"])
-        print(f"{procs:>5} | {claim_race.median_text(r['claim-loopx'], '.0f'):>9} {claim_race.median_text(r['claim-optuna'], '.0f'):>10}"
+        print(f"{procs:>5} | {med(r['claim-loopx'], '.0f'):>9} {med(r['claim-optuna'], '.0f'):>10}"
               f" {claim:>9.2f} {'PASS' if claim >= 2 else 'MISS':>7} |"
-              f" {claim_race.median_text(r['append-loopx'], '.0f'):>9} {claim_race.median_text(r['append-raw'], '.0f'):>8}"
+              f" {med(r['append-loopx'], '.0f'):>9} {med(r['append-raw'], '.0f'):>8}"
               f" {append:>6.2f} {'PASS' if append >= 0.5 else 'MISS':>8}")
     print("\nc/s = claim cycles/s, a/s = appends/s (all processes); medians over reps; ratios are "
           "medians of per-rep paired ratios")
