@@ -21,7 +21,7 @@ from loopx.kernel.verify import verify_store
 from loopx.research.decisions import decide
 from loopx.research.operations import append_packet
 from loopx.research.projections import row
-from loopx.testing.research import ResearchLoop
+from loopx.testing.research import WORSE, ResearchLoop
 from loopx.work.claims import claim, should_run
 from loopx.work.profiles import packaged_profiles, parse_profile
 from loopx.work.todos import add_todos
@@ -36,7 +36,6 @@ CONTRACT: dict[str, Any] = {
     "stop_policy": {"max_consecutive_failed_iterations": 2},
 }
 SUPPORTED = ([0.95, 0.96, 0.97], [0.92, 0.93, 0.94])  # held-out mean 0.93 beats 0.9
-WORSE = [0.80, 0.81, 0.82]
 MECHANISMS = ("width", "depth", "lr", "dropout", "decay", "warmup")
 
 

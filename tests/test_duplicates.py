@@ -21,12 +21,9 @@ from loopx.research.decisions import decide
 from loopx.research.fingerprint import fingerprint, normal_form
 from loopx.research.operations import propose_hypothesis
 from loopx.research.projections import candidates, row
-from loopx.testing.research import CONTRACT, ResearchLoop
+from loopx.testing.research import CONTRACT, GOOD, WORSE, ResearchLoop
 from loopx.work.claims import complete
 from loopx.workspace import init_workspace
-
-GOOD = [0.95, 0.96, 0.97]
-WORSE = [0.80, 0.81, 0.82]
 
 
 def idea(family: str, parameters: dict[str, Any]) -> str:

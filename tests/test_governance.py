@@ -26,7 +26,7 @@ from loopx.kernel.verify import verify_store
 from loopx.research.decisions import decide
 from loopx.research.projections import row
 from loopx.testing.research import CONTRACT as RESEARCH_CONTRACT
-from loopx.testing.research import ResearchLoop
+from loopx.testing.research import WORSE, ResearchLoop
 from loopx.work.claims import claim, should_run
 
 # The research driver's contract, with no held-out location and with limits to run into.
@@ -251,7 +251,6 @@ def research(g: Gov) -> ResearchLoop:
 
 
 SUPPORTED = ([0.95, 0.96, 0.97], [0.92, 0.93, 0.94])  # held-out mean 0.93 beats 0.9
-WORSE = [0.80, 0.81, 0.82]
 
 
 def test_decisions_count_iterations_and_the_stop_fires_in_the_same_batch() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from helpers import head_seq as head
 from helpers import run_loopx as loopx
+from lanes_support import MINIMAL_CONTRACT
 
 from loopx.governance.contract import init_contract
 from loopx.kernel.checks import Credentials
@@ -26,11 +27,10 @@ from loopx.workspace import find_workspace, init_workspace
 
 WORKER = Path(__file__).resolve().parent / "workers" / "governance_worker.py"
 CONTRACT: dict[str, Any] = {
+    **MINIMAL_CONTRACT,
     "contract_id": "digits",
     "objective": {"name": "digits", "prompt": "beat the linear baseline", "domain": "vision"},
-    "metric": {"name": "acc", "direction": "maximize", "baseline": 0.9, "seeds": [0, 1]},
-    "evaluation": {"dev": {"name": "dev"}, "heldout": {"name": "heldout"}},
-    "protected_scope": ["eval/"],
+    "metric": {**MINIMAL_CONTRACT["metric"], "baseline": 0.9},
     "budget": {"max_cpu_hours": 100.0},
     # The campaign's own tools and their risk classes (an undeclared one is destructive).
     "tool_risks": {"lab.train": "compute", "lab.fetch": "external", "lab.peek": "read",

@@ -25,13 +25,12 @@ from loopx.research.evidence import judgement_payload
 from loopx.research.operations import append_packet, propose_hypothesis
 from loopx.research.projections import candidates, frontier, promotion_blockers, row
 from loopx.research.stats import judge as welch
-from loopx.testing.research import CONTRACT, ResearchLoop
+from loopx.testing.research import CONTRACT, GOOD, ResearchLoop
 from loopx.work.agents import register_agent
 from loopx.work.claims import complete, should_run
 from loopx.work.todos import add_todos
 from loopx.workspace import init_workspace
 
-GOOD = [0.95, 0.96, 0.97]
 FLAT = [0.899, 0.90, 0.901]
 BASE = [0.899, 0.90, 0.901]
 

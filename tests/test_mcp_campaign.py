@@ -20,7 +20,7 @@ from helpers import git
 from loopx.governance.actions import decide_approval
 from loopx.kernel.checks import Credentials
 from loopx.research.projections import row
-from loopx.testing.research import CONTRACT
+from loopx.testing.research import CONTRACT, HELDOUT
 from loopx.work.agents import register_agent
 from loopx.work.todos import add_todos
 from loopx.workspace import find_workspace, init_workspace
@@ -33,7 +33,6 @@ pytestmark = pytest.mark.slow
 ROLES = {"cur": "research_curator", "prop": "hypothesis_proposer", "ex": "research_executor",
          "ev": "evaluator_promoter", "narr": "product_narrator"}
 DEV = [0.95, 0.96, 0.97]
-HELDOUT = [0.93, 0.94, 0.95]
 
 
 

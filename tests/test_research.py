@@ -26,13 +26,9 @@ from loopx.research.operations import (
     propose_hypothesis,
 )
 from loopx.research.projections import candidates, frontier, row
-from loopx.testing.research import CONTRACT, ResearchLoop
+from loopx.testing.research import CONTRACT, GOOD, HELDOUT, WORSE, ResearchLoop
 from loopx.work.claims import should_run
 from loopx.work.todos import add_todos
-
-GOOD = [0.95, 0.96, 0.97]
-HELDOUT = [0.93, 0.94, 0.95]
-WORSE = [0.80, 0.81, 0.82]
 
 
 def loop(**policy: Any) -> ResearchLoop:

@@ -29,13 +29,11 @@ from loopx.narrator.publish import render
 from loopx.research.decisions import decide
 from loopx.research.projections import candidates, frontier
 from loopx.research.research_plan import record_plan, show
-from loopx.testing.research import CONTRACT, ResearchLoop
+from loopx.testing.research import CONTRACT, GOOD, WORSE, ResearchLoop
 from loopx.work.claims import complete, should_run
 from loopx.work.todos import add_todos
 from loopx.workspace import init_workspace
 
-GOOD = [0.95, 0.96, 0.97]
-WORSE = [0.80, 0.81, 0.82]
 PLAN: dict[str, Any] = {
     "summary": "Capacity first, then the schedule.",
     "steps": [

@@ -22,13 +22,12 @@ from loopx.kernel.verify import verify_store
 from loopx.research.decisions import decide
 from loopx.research.operations import judge
 from loopx.runner.prompt import packaged_profile
-from loopx.testing.research import CONTRACT, ResearchLoop
+from loopx.testing.research import CONTRACT, GOOD, ResearchLoop
 from loopx.work.agents import revoke_agent
 from loopx.work.claims import claim, complete, should_run
 from loopx.work.todos import add_todos
 
 PACKET = "auto_research_evidence_packet_v0"
-GOOD = [0.95, 0.96, 0.97]  # against the contract's baseline 0.9: supports
 BAD = [0.80, 0.81, 0.79]  # significantly worse: contradicts
 LIE = {"status": "scored", "dev": {"verdict": "supports"}, "verdict": "supports",
        "split": "dev"}

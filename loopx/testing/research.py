@@ -24,6 +24,11 @@ CONTRACT: dict[str, Any] = {
     "protected_scope": ["eval/"],
     "promotion_policy": {"required_gates": ["heldout"]},
 }
+# Seed scores against CONTRACT's baseline 0.9: dev and held-out scores that support, and
+# scores that contradict.
+GOOD = [0.95, 0.96, 0.97]
+HELDOUT = [0.93, 0.94, 0.95]
+WORSE = [0.80, 0.81, 0.82]
 
 
 @dataclass
