@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import uuid
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -111,9 +111,16 @@ class Author:
     authenticated: bool = False
 
 
+# The version-4 and RFC 4122 variant bits of a uuid4, set on 128 random bits: the same ids
+# as ``uuid.uuid4().hex`` without building a UUID object (3 us of a 23 us prepare).
+_UUID4_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
+_UUID4_SET = (0x4000 << 64) | (0x8000 << 48)
+
+
 def new_record_id() -> str:
-    """A fresh random record id (122 random bits)."""
-    return f"rec_{uuid.uuid4().hex}"
+    """A fresh random record id (122 random bits, laid out as a uuid4's hex)."""
+    bits = int.from_bytes(os.urandom(16), "big") & _UUID4_CLEAR | _UUID4_SET
+    return f"rec_{bits:032x}"
 
 
 def prepare(doc: Any, author: Author, *, kind: str | None = None, where: str = "",
@@ -125,15 +132,23 @@ def prepare(doc: Any, author: Author, *, kind: str | None = None, where: str = "
     """
     if not isinstance(doc, dict):
         raise RecordRejected([FieldProblem(where or "record", "expected a JSON object")])
-    problems = [] if _plain(doc) else json_problems(doc, where) or token_problems(doc, where)
+    plain = _plain(doc)
+    problems = [] if plain else json_problems(doc, where) or token_problems(doc, where)
     problems += [
         FieldProblem(join_path(where, f), "assigned by loopx; remove it")
         for f in STORE_FIELDS if f in doc
     ]
     if problems:
         raise RecordRejected(problems)
+    given = doc.get("payload")
     try:
-        draft = Draft.model_validate(doc)
+        if plain and type(given) is dict:
+            # The walk above proved the payload plain JSON, all the envelope's JsonValue would
+            # check: the envelope is validated without walking it again (the kind's model does).
+            draft = Draft.model_validate({**doc, "payload": {}})
+        else:
+            draft = Draft.model_validate(doc)
+            given = draft.payload
     except ValidationError as exc:
         raise RecordRejected(pydantic_problems(exc, where)) from None
     name = draft.schema_version or kind
@@ -148,7 +163,7 @@ def prepare(doc: Any, author: Author, *, kind: str | None = None, where: str = "
         raise RecordRejected([FieldProblem(
             join_path(where, "schema_version"),
             f"{name} is written only by loopx itself ({spec.written_by}), not appended")])
-    payload = _checked_payload(spec, draft.payload, join_path(where, "payload"))
+    payload = _checked_payload(spec, given, join_path(where, "payload"))
     goal_id = draft.goal_id or author.goal_id
     missing = []
     for field in ("agent_id", "lane_role", "capability"):
