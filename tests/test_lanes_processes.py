@@ -1,4 +1,5 @@
-"""Real agent processes: eight racing for 2,000 todos, and one killed with SIGKILL mid-lease."""
+"""Real agent processes: eight racing for 2,000 todos each (on PostgreSQL; 2,000 shared on
+files), and one killed with SIGKILL mid-lease."""
 
 from __future__ import annotations
 
@@ -22,10 +23,17 @@ from loopx.workspace import find_workspace, init_workspace
 
 WORKER = Path(__file__).resolve().parent / "workers" / "claim_worker.py"
 AGENTS = 8
-# The acceptance size is 8 x 2,000 = 16,000 todos; the default run shares 2,000 among the
-# eight (the full size took 7.5 min on PostgreSQL on a loaded 2-core machine). Set
-# LOOPX_TEST_FULL_CLAIMS=1 for the full size.
-TODOS = AGENTS * 2000 if os.environ.get("LOOPX_TEST_FULL_CLAIMS") == "1" else 2000
+# Issue 19's acceptance size, 8 x 2,000 = 16,000 todos, runs on PostgreSQL in every run (about
+# 100 s on an idle 2-core machine). The file store's race shares 2,000 among the eight (its
+# full size, about 50 s, adds nothing the PostgreSQL race and the store conformance suite do
+# not cover); LOOPX_TEST_FULL_CLAIMS=1 runs it at the full size too.
+FULL_TODOS = AGENTS * 2000
+
+
+def todo_count(store: str) -> int:
+    """How many todos the eight race for on ``store``."""
+    full = store != "file" or os.environ.get("LOOPX_TEST_FULL_CLAIMS") == "1"
+    return FULL_TODOS if full else 2000
 
 
 def start(root: Path, agent_id: str, token: str, *extra: str) -> subprocess.Popen[str]:
@@ -56,12 +64,13 @@ def store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> st
 
 @pytest.mark.slow
 def test_eight_processes_claim_2000_todos_each_exactly_once(tmp_path: Path, store: str) -> None:
+    count = todo_count(store)
     workspace, owner_token = init_workspace(tmp_path, "race", store=store)
     owner = Credentials("owner", owner_token)
     ledger = workspace.ledger()
     tokens = {f"ex-{i}": register_agent(ledger, owner, f"ex-{i}", "research_executor")[1]
               for i in range(AGENTS)}
-    for start_at in range(0, TODOS, 500):
+    for start_at in range(0, count, 500):
         add_todos(ledger, owner, [{"todo_id": f"t{n:05d}", "title": f"todo {n}",
                                    "role": "research_executor", "action_kind": "run_dev_eval",
                                    "hypothesis_id": f"h{n:05d}"}
@@ -71,23 +80,23 @@ def test_eight_processes_claim_2000_todos_each_exactly_once(tmp_path: Path, stor
         go(proc)
     claimed: dict[str, list[str]] = {}
     for agent, proc in procs.items():
-        out, _ = proc.communicate(timeout=400 if TODOS <= 2000 else 1800)
+        out, _ = proc.communicate(timeout=400 if count <= 2000 else 1800)
         assert proc.returncode == 0, out[-500:]
         lines = out.splitlines()
         assert lines[-1].split()[2] == "no_eligible_todo"
         claimed[agent] = [line.split()[1] for line in lines if line.startswith("CLAIM")]
         assert int(lines[-1].split()[1]) == len(claimed[agent])
     every = [t for todos in claimed.values() for t in todos]
-    assert len(every) == TODOS and set(every) == {f"t{n:05d}" for n in range(TODOS)}
+    assert len(every) == count and set(every) == {f"t{n:05d}" for n in range(count)}
     assert sum(1 for todos in claimed.values() if todos) >= 2  # the work was actually shared
 
     records = [r for r, _ in find_workspace(tmp_path).store().read()]
     claims = Counter(r["todo_id"] for r in records
                      if r["schema_version"] == "auto_research_lane_claim_v1")
-    assert len(claims) == TODOS and set(claims.values()) == {1}  # 0 double claims
+    assert len(claims) == count and set(claims.values()) == {1}  # 0 double claims
     completions = Counter(r["todo_id"] for r in records if r["schema_version"] == "todo_event_v0"
                           and r["payload"]["event"] == "completed")
-    assert set(completions.values()) == {1} and len(completions) == TODOS
+    assert set(completions.values()) == {1} and len(completions) == count
     assert not [r for r in records if r["schema_version"] == "todo_event_v0"
                 and r["payload"]["event"] == "expired"]
     assert verify_store(find_workspace(tmp_path).store()).ok
