@@ -221,20 +221,3 @@ def test_the_direct_path_takes_only_the_plain_json_forms(tmp_path: Path) -> None
     clicked = CliRunner().invoke(cli, ["-C", str(tmp_path), "frontier", "--json"])
     assert direct["code"] == clicked.exit_code != 0
     assert json.loads(direct["out"]) == json.loads(clicked.stdout)
-
-
-def test_the_boards_rows_read_back_from_the_cache_equal_the_computed_ones(
-        research: tuple[Workspace, ResearchLoop]) -> None:
-    # The board reads each row back from its cached text: the same Row, gates in the same order.
-    ws, loop = research
-    for step in (None, "judge"):
-        if step == "judge":
-            loop.judge("h-d", "dev")
-            loop.propose("h-e", mechanism="augment")
-        ledger, state = loaded(ws)
-        assert row_cache._rows(state, row_cache.ROWS) is not None  # read from the cache
-        computed = frontier(state["lanes"])
-        read = row_cache.frontier_rows(state)
-        assert read == computed
-        assert [list(r.gates) for r in read] == [list(r.gates) for r in computed]
-        ledger.store.close()

@@ -27,7 +27,7 @@ from loopx.narrator.first_screen import (
 )
 from loopx.narrator.state import published_screen
 from loopx.narrator.story import Quoted, Story, build
-from loopx.research.row_cache import frontier_rows
+from loopx.research.projections import frontier
 
 if TYPE_CHECKING:
     from loopx.kernel.checks import Credentials, Identity
@@ -102,9 +102,7 @@ def _render(ledger: Ledger, surface: str, fmt: str, workspace_root: Path | None,
             extra_head: str) -> Rendered:
     state = ledger.state()
     view = state["lanes"]
-    # The story's and the graph's, read once: from the rows kept with the checkpoint where
-    # they name its cursor and this code (loopx.research.row_cache), else computed.
-    rows = frontier_rows(state)
+    rows = frontier(view)  # the story's and the graph's: computed once
     story = build(view, state.seq, state.cursor.hash, screen=_screen(workspace_root), rows=rows)
     choice = choose(view, story.doc["first_screen"])
     _register_screen(view, story, choice.screen)

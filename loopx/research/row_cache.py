@@ -26,8 +26,6 @@ from loopx.research.tracked_view import WHOLE, TrackedView
 if TYPE_CHECKING:
     import sqlite3
 
-    from loopx.research.projections import Row
-
 # Bump whenever what a row or a candidate entry says changes (the package version is part of
 # the stamp too, so an upgrade never reads rows an older release computed).
 ROWS_VERSION = 2
@@ -197,25 +195,6 @@ def frontier_text(state: State) -> str:
         texts_ = [r[0] for r in rows]
     return (f'{{"agent_id": null, "head_seq": {state.seq}, "hypotheses": [{", ".join(texts_)}]'
             f', "role": null, "schema_version": "{FRONTIER_SCHEMA}"}}')
-
-
-def frontier_rows(state: State) -> list[Row]:
-    """Every hypothesis' :class:`Row`, as :func:`loopx.research.projections.frontier` gives
-    them, read back from the cached texts where valid (the board's), else computed."""
-    from loopx.research.gates import GATES, Gate
-    from loopx.research.projections import Row, frontier
-
-    rows = _rows(state, ROWS)
-    if rows is None:
-        return frontier(state["lanes"])
-    out = []
-    for (text,) in rows:
-        fields = json.loads(text)
-        # The texts keep keys sorted: the gates go back in the order the row gave them.
-        gates = fields.pop("gates")
-        fields["gates"] = {name: Gate(**gates[name]) for name in GATES if name in gates}
-        out.append(Row(**fields))
-    return out
 
 
 def candidates_text(state: State) -> str:
