@@ -146,3 +146,26 @@ def test_a_claim_through_the_direct_path_is_a_claim(workspace: tuple[Path, str],
     assert result["code"] == 0 and json.loads(result["out"])["claimed"] is True
     state = find_workspace(root).ledger().state()
     assert state["lanes"]["agents"]["ex-0"]["holding"]
+
+
+@pytest.mark.parametrize("command", ["frontier", "candidates"])
+def test_projections_after_one_record_load_no_dataclasses(tmp_path: Path, command: str) -> None:
+    """After one new record, `frontier --json` and `candidates --json` recompute the rows it
+    touched (loading the projections) without click, pydantic, networkx or dataclasses."""
+    from lanes_support import workspace_loop
+
+    from loopx.research.operations import judge
+
+    ws, r = workspace_loop(tmp_path, "cold-projections")
+    r.supported("h1", [0.95, 0.96, 0.97], None)
+    r.propose("h2")
+    r.run("h2", "dev", [0.91, 0.92, 0.93])
+    Ledger(ws.store(), checkpoint_path=r.ledger.checkpoint_path, checkpoint_every=1).state()
+    new = judge(r.ledger, r.agents["ev"], "h2", "dev")["seq"]
+    r.ledger.store.close()
+    result = cold(tmp_path, command, "--json")
+    assert result["code"] == 0, result["out"]
+    assert json.loads(result["out"])["head_seq"] == new
+    assert "loopx.research.projections" in result["modules"]  # the touched row was recomputed
+    assert [m for m in ("click", "pydantic", "networkx", "dataclasses", "inspect")
+            if m in result["modules"]] == []

@@ -9,7 +9,6 @@ Later code may fold more from the same records, never less or otherwise.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -52,7 +51,7 @@ def test_a_log_from_before_the_restructuring_verifies_and_folds_the_same(tmp_pat
         assert state.seq == expected["seq"]
         assert _missing(_plain(state.parts), expected["parts"]) == []
         view = state["lanes"]
-        rows = _plain([dataclasses.asdict(r) for r in frontier(view)])
+        rows = _plain([r.to_json() for r in frontier(view)])
         assert _missing(rows, expected["frontier"]) == []
         assert _missing(_plain(candidates(view)), expected["candidates"]) == []
         # The fold moved between packages; what it computes did not (a rejected promotion

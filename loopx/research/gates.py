@@ -7,10 +7,10 @@ held-out judgement, whose verdict the campaign-level control decided (:mod:`loop
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from loopx.governance.state import current_contract
+from loopx.kernel.plain import Value
 from loopx.research.control import first_heldout
 from loopx.research.novelty import standing_audits
 from loopx.research.plan import plan_version
@@ -20,15 +20,21 @@ View = dict[str, Any]
 GATES = ("protected_boundary", "heldout", "novelty", "owner", "first_screen")
 
 
-@dataclass
-class Gate:
+class Gate(Value):
     """One gate for one hypothesis: whether it applies, its status and why."""
 
+    _fields = ("name", "required", "status", "reasons", "rests_on")
     name: str
     required: bool
     status: str  # passed, failed, pending or not_required
-    reasons: list[str] = field(default_factory=list)
-    rests_on: list[str] = field(default_factory=list)
+    reasons: list[str]
+    rests_on: list[str]
+
+    def __init__(self, name: str, required: bool, status: str, reasons: list[str] | None = None,
+                 rests_on: list[str] | None = None) -> None:
+        self.name, self.required, self.status = name, required, status
+        self.reasons = [] if reasons is None else reasons
+        self.rests_on = [] if rests_on is None else rests_on
 
 
 def relied_packets(entry: dict[str, Any]) -> list[str]:

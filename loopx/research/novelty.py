@@ -17,11 +17,11 @@ never reopens it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from loopx.governance.state import current_contract
 from loopx.kernel.errors import Refused, ResearchRefused
+from loopx.kernel.plain import Frozen
 from loopx.kernel.rules import applies
 from loopx.research.grounding import ideation_material, ideators
 from loopx.research.ref_identity import covered, ref_key
@@ -32,15 +32,20 @@ if TYPE_CHECKING:
 View = dict[str, Any]
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(Frozen):
     """Why a novel verdict does not stand: the refusal rule, in words, and what it cites."""
 
+    _fields = ("rule", "message", "cites", "detail", "hint")
     rule: str
     message: str
-    cites: list[str] = field(default_factory=list)
-    detail: dict[str, Any] = field(default_factory=dict)
-    hint: str | None = None
+    cites: list[str]
+    detail: dict[str, Any]
+    hint: str | None
+
+    def __init__(self, rule: str, message: str, cites: list[str] | None = None,
+                 detail: dict[str, Any] | None = None, hint: str | None = None) -> None:
+        self.__dict__.update(rule=rule, message=message, cites=[] if cites is None else cites,
+                             detail={} if detail is None else detail, hint=hint)
 
 
 def boundary(view: View) -> dict[str, Any]:

@@ -8,8 +8,7 @@ plus one pass over the hypotheses, never a replay of the log.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from loopx.research.completeness import completeness
 from loopx.research.fingerprint import earlier_duplicates
@@ -41,8 +40,7 @@ RETIRE_REASONS = ("contradicted", "duplicate", "operator_rejected", "retry_exhau
 UNSCORED = ("failed", "timeout", "invalid_output", "cancelled")
 
 
-@dataclass
-class Row:
+class Row(NamedTuple):
     """A hypothesis as the frontier and the candidate lists see it."""
 
     hypothesis_id: str
@@ -59,11 +57,11 @@ class Row:
     decision: str | None
     # Which fields a well-formed hypothesis carries are present: not a quality, novelty,
     # safety or performance score, and never read by a gate (loopx.research.completeness).
-    completeness: dict[str, Any] = field(default_factory=dict)
+    completeness: dict[str, Any]
 
     def to_json(self) -> dict[str, Any]:
         """The row as plain JSON data (fresh containers, nothing shared with the view)."""
-        # Built field by field: dataclasses.asdict deep-copies every leaf and cost more than
+        # Built field by field: a generic deep copy of every leaf cost more than
         # computing the frontier (issue 18).
         return {
             "hypothesis_id": self.hypothesis_id, "title": self.title, "state": self.state,
@@ -230,8 +228,7 @@ def row(view: View, hypothesis_id: str) -> Row:
                completeness(view, entry))
 
 
-@dataclass
-class _Candidacy:
+class _Candidacy(NamedTuple):
     """What a row's candidacy rests on: the live decision, the promotion blockers, the
     retirement reasons and retry, and the promotion and retirement candidates they make."""
 
