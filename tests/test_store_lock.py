@@ -4,12 +4,14 @@ with SIGKILL lets go; writers in many processes and threads lose nothing."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -104,6 +106,41 @@ def test_a_lock_held_past_the_timeout_is_a_lock_timeout_in_another_thread(tmp_pa
     assert other.stdout == "HELD\n"
     assert [r["payload"]["detail"]["i"] for r, _ in store.read()] == [0, 3]
     store.close()
+
+
+def test_a_grant_while_a_thread_starts_waiting_reaches_it(tmp_path: Path) -> None:
+    """Another process lets the lock go right after a thread has started its waiter and before
+    it waits for the grant: the grant is the thread's (it used to be passed on, and the thread
+    waited out its timeout)."""
+    store = new_store(tmp_path, lock_timeout=10)
+    lock = store._lock
+    holder = os.open(store.dir / "lock", os.O_RDWR)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    caller: dict[str, object] = {}
+
+    class LetGoOnFirstExit(threading.Condition):
+        def __exit__(self, *exc: object) -> None:
+            super().__exit__(*exc)
+            if threading.get_ident() == caller.get("id") and caller.pop("first", False):
+                # The caller has started the waiter and let the condition go: release the
+                # holder's lock now, and let the waiter take it before the caller goes on.
+                fcntl.flock(holder, fcntl.LOCK_UN)
+                deadline = time.monotonic() + 10
+                while lock._pending and time.monotonic() < deadline:
+                    time.sleep(0.001)
+
+    lock._cond = LetGoOnFirstExit(threading.Lock())
+
+    def append() -> None:
+        caller.update(id=threading.get_ident(), first=True)
+        store.append([record(1)])
+
+    try:
+        assert in_thread(append) is None
+        assert store.head().seq == 2
+    finally:
+        os.close(holder)
+        store.close()
 
 
 def test_a_program_that_uses_sigalrm_keeps_it(tmp_path: Path) -> None:

@@ -81,7 +81,12 @@ class FileLockPath:
                 except BlockingIOError:
                     pass
                 main = _timer_free()
-                if not main:
+            if not main:
+                # Wanted before the condition is let go: a waiter whose flock returns in
+                # between would otherwise see nobody wanting it, pass the lock on, and leave
+                # this caller waiting for a grant that never comes.
+                self._wanted, self._granted, self._error = True, False, None
+                if not self._pending:
                     self._pending = True
                     self._start_waiter()
         if main:
@@ -89,7 +94,6 @@ class FileLockPath:
             _wait_with_timer(fd, self.timeout)
             return
         with self._cond:
-            self._wanted, self._granted, self._error = True, False, None
             deadline = time.monotonic() + self.timeout
             try:
                 while not self._granted and self._error is None:
