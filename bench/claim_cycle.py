@@ -34,6 +34,8 @@ Run
     python bench/claim_cycle.py --reps 1 --cycles 20 --sides optuna,raw    # quick check
     python bench/claim_cycle.py --reps 1 --procs 8 --sides loopx --profile /tmp/prof
         # one cProfile file per loopx worker: python -m pstats /tmp/prof/loopx-exec-0-*.prof
+    python bench/claim_cycle.py --reps 1 --procs 8 --sides loopx --lock-times /tmp/locks
+        # the store lock's share of the wall, and its hold and wait times, per loopx run
 """
 
 from __future__ import annotations
