@@ -173,10 +173,10 @@ def time_lock(store: Any) -> list[tuple[int, int, int]]:
     release = lock.release
     asked = granted = 0
 
-    def timed_take() -> None:
+    def timed_take(*args: Any) -> None:
         nonlocal asked, granted
         asked = time.monotonic_ns()
-        take()
+        take(*args)
         granted = time.monotonic_ns()
 
     def timed_release() -> None:
