@@ -34,6 +34,8 @@ Run
     python bench/claim_cycle.py --reps 1 --cycles 20 --sides optuna,raw    # quick check
     python bench/claim_cycle.py --reps 1 --procs 8 --sides loopx --profile /tmp/prof
         # one cProfile file per loopx worker: python -m pstats /tmp/prof/loopx-exec-0-*.prof
+    python bench/claim_cycle.py --reps 1 --procs 8 --sides loopx --lock-times /tmp/locks
+        # the store lock's share of the wall, and its hold and wait times, per loopx run
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ GOAL = "bench-claims"
 STUDY = "bench"
 SIDES = ("loopx", "optuna", "raw")
 PROFILE_ENV = "LOOPX_BENCH_CLAIM_PROFILE"  # set by --profile for the spawned workers
+LOCKS_ENV = "LOOPX_BENCH_CLAIM_LOCKS"  # set by --lock-times for the spawned workers
 
 
 # -- worker process ---------------------------------------------------------------------------
@@ -94,6 +97,7 @@ def run_job(job: tuple, barrier: Any) -> tuple[float, float, int, dict[str, int]
         ledger.state()  # catch up with the setup records before the clock, as load_study does
         load_write_path(ledger)
         profile_dir = os.environ.get(PROFILE_ENV)
+        locks = time_lock(ledger.store) if os.environ.get(LOCKS_ENV) else None
         profiler = cProfile.Profile() if profile_dir else None
         barrier.wait()
         t0 = time.monotonic()
@@ -106,6 +110,10 @@ def run_job(job: tuple, barrier: Any) -> tuple[float, float, int, dict[str, int]
             profiler.dump_stats(os.path.join(profile_dir, f"loopx-{agent_id}-{os.getpid()}-"
                                                           f"{time.monotonic_ns()}.prof"))
         ledger.store.close()
+        if locks is not None:
+            name = f"{Path(path).parent.name}-{os.getpid()}.txt"
+            Path(os.environ[LOCKS_ENV], name).write_text(
+                "".join(f"{w} {a} {r}\n" for w, a, r in locks))
     elif side == "optuna":
         import optuna
         from optuna.storages import JournalStorage
@@ -137,6 +145,50 @@ def run_job(job: tuple, barrier: Any) -> tuple[float, float, int, dict[str, int]
         os.close(fd)
         os.close(lock_fd)
     return t0, t1, done, dict(others)
+
+
+def time_lock(store: Any) -> list[tuple[int, int, int]]:
+    """Wrap this worker's FileStore lock (instance attributes only, bench-side) so that each
+    append records (asked, granted, released) in monotonic ns; returns the list it fills."""
+    times: list[tuple[int, int, int]] = []
+    take, lock = store._take_lock, store._lock
+    release = lock.release
+    asked = granted = 0
+
+    def timed_take(*args: Any) -> None:
+        nonlocal asked, granted
+        asked = time.monotonic_ns()
+        take(*args)
+        granted = time.monotonic_ns()
+
+    def timed_release() -> None:
+        released = time.monotonic_ns()
+        release()
+        times.append((asked, granted, released))
+
+    store._take_lock, lock.release = timed_take, timed_release
+    return times
+
+
+def lock_summary(directory: Path) -> None:
+    """Print the store lock's wait and hold times per run from the --lock-times files."""
+    runs: dict[str, list[tuple[int, int, int]]] = {}
+    for f in sorted(directory.glob("run*-*.txt")):
+        rows = [tuple(map(int, line.split())) for line in f.read_text().splitlines()]
+        runs.setdefault(f.name.rsplit("-", 1)[0], []).extend(rows)  # type: ignore[arg-type]
+    print("\nstore lock per loopx run (us; held = sum of holds / first ask to last release):")
+    for run, rows in sorted(runs.items()):
+        wait = sorted(g - a for a, g, _ in rows)
+        hold = sorted(r - g for _, g, r in rows)
+        span = max(r for *_, r in rows) - min(a for a, *_ in rows)
+
+        def q(xs: list[int], f: float) -> str:
+            return f"{xs[min(len(xs) - 1, int(f * len(xs)))] / 1e3:.0f}"
+
+        print(f"  {run}: {len(rows)} appends, held {sum(hold) / span:.0%}; hold p50 "
+              f"{q(hold, .5)} p90 {q(hold, .9)} p99 {q(hold, .99)} mean "
+              f"{sum(hold) / len(hold) / 1e3:.0f}; wait p50 {q(wait, .5)} p90 {q(wait, .9)} "
+              f"mean {sum(wait) / len(wait) / 1e3:.0f}")
 
 
 def load_write_path(ledger: Any) -> None:
@@ -245,8 +297,14 @@ def main() -> None:
     ap.add_argument("--profile", metavar="DIR", default=None,
                     help="write a cProfile file per loopx worker and run into DIR (for finding "
                          "the cost; it slows the loopx side, so the ratios do not count)")
+    ap.add_argument("--lock-times", metavar="DIR", default=None,
+                    help="record every loopx append's store-lock wait and hold into DIR and "
+                         "print them per run (adds two clock reads per append)")
     add_temp_root_options(ap)
     args = ap.parse_args()
+    if args.lock_times:
+        Path(args.lock_times).mkdir(parents=True, exist_ok=True)
+        os.environ[LOCKS_ENV] = str(Path(args.lock_times).resolve())
     if args.profile:
         Path(args.profile).mkdir(parents=True, exist_ok=True)
         os.environ[PROFILE_ENV] = str(Path(args.profile).resolve())
@@ -308,6 +366,8 @@ def main() -> None:
     print(f"total run time {elapsed:.1f} s")
     if args.keep:
         print(f"kept: {root} (one runNNN directory per repetition)")
+    if args.lock_times:
+        lock_summary(Path(args.lock_times))
 
 
 if __name__ == "__main__":
