@@ -228,7 +228,7 @@ def run_loopx(pool: Pool, run_dir: Path, procs: int, cycles: int) -> tuple[float
 
     ws, owner_token = init_workspace(run_dir / "loopx", GOAL)
     agents, tokens, todo_ids = claim_race.seed(ws, owner_token, procs, cycles)
-    wall, total = run_all(pool, "loopx", ws.root, cycles, list(zip(agents, tokens)))
+    wall, total = run_all(pool, "loopx", ws.root, cycles, list(zip(agents, tokens, strict=True)))
     records = claim_race.check(ws, todo_ids, set(agents))
     store = ws.store()
     size = sum(store.segment_path(s).stat().st_size for s in store.segments())

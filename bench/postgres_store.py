@@ -154,7 +154,7 @@ def claim_loopx(pool: Pool, dsn: str, run_dir: Path, procs: int, cycles: int) ->
     try:
         agents, tokens, todo_ids = claim_race.seed(ws, owner_token, procs, cycles)
         rate = run_all(pool, "claim-loopx", str(ws.root), cycles,
-                       [(a, t, url) for a, t in zip(agents, tokens)])
+                       [(a, t, url) for a, t in zip(agents, tokens, strict=True)])
         claim_race.check(ws, todo_ids, set(agents))
     finally:
         with PostgresStore(url) as store:

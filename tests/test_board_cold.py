@@ -64,7 +64,7 @@ def test_a_long_board_cuts_its_lists_and_says_so(monkeypatch: pytest.MonkeyPatch
                        r'data-total="(\d+)">(.*?)</p>', text)
     cut = {name: (int(shown), int(total)) for name, shown, total, _ in notes}
     assert {"graph", "evidence", "charts", "next"} <= set(cut)
-    for name, shown, total, words in notes:
+    for _name, shown, total, words in notes:
         assert int(shown) < int(total)
         assert f"Showing {shown} of {total}" in words and "<code>loopx " in words
     # At most one card per column; each card's evidence is on the page.
