@@ -48,14 +48,9 @@ def credentials(agent_id: str, token_file: Path | None) -> Any:
 
 def call_tool(workspace: str | None, name: str, params: Any, creds: Any = None) -> dict[str, Any]:
     """Call a registered tool against the workspace at ``workspace`` (None: found from here)."""
-    from loopx.tools.registry import ToolContext, call
-    from loopx.workspace import find_workspace
+    from loopx.tools.registry import call
 
-    tool_ctx = ToolContext(find_workspace(workspace), creds)
-    try:
-        return call(name, tool_ctx, params)
-    finally:
-        tool_ctx.close()
+    return _run_read(workspace, lambda ctx: call(name, ctx, params), creds)
 
 
 def error_json(exc: LoopxError) -> str:
@@ -132,8 +127,8 @@ def _status(workspace: str | None, opts: Options) -> dict[str, Any] | None:
 
 def _run_read(workspace: str | None, body: Callable[[Any], dict[str, Any]],
               creds: Any = None) -> dict[str, Any]:
-    """The body of a hot read's tool (:mod:`loopx.tools.reads`) on the workspace, as
-    :func:`call_tool` runs the tool, without the registry (its tool params are dataclasses)."""
+    """``body`` with a tool context on the workspace, closed afterwards: a hot read's tool body
+    (:mod:`loopx.tools.reads`) runs here without the registry (its tool params are dataclasses)."""
     from loopx.tools.context import ToolContext
     from loopx.workspace import find_workspace
 
@@ -271,8 +266,7 @@ def _write(stream: Any, text: str) -> None:
 def _print(line: str) -> None:
     out = sys.stdout
     buffer = getattr(out, "buffer", None)
-    if (len(line) > 65536 and buffer is not None
-            and (out.encoding or "").lower().replace("-", "") == "utf8"):
+    if len(line) > 65536 and buffer is not None and _utf8(out):
         # A long answer (the frontier of a big campaign) goes out as its bytes in one write,
         # not copied once more into the text layer.
         out.flush()

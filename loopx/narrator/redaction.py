@@ -230,11 +230,13 @@ def findings(story: Story, output: str, view: View,
             seen.add((record_id, name, problem))
             found.append({"record_id": record_id, "field": name, "problem": problem})
 
-    # Each distinct value is read (decoded every way) once, however often the story quotes it.
+    # Each distinct value is read (decoded every way) once, however often the story quotes it,
+    # and each distinct reading scanned once for the whole check.
+    scans = Scans(roots)
     problems: dict[str, list[str]] = {}
     for quoted in story.quoted:
         if quoted.value not in problems:
-            problems[quoted.value] = problems_in(quoted.value, roots)
+            problems[quoted.value] = problems_in(quoted.value, roots, scans)
         for problem in problems[quoted.value]:
             report(quoted.record_id, quoted.field, problem)
     texts = {output, html.unescape(output)}
@@ -248,7 +250,6 @@ def findings(story: Story, output: str, view: View,
     if not found:
         # Whatever the template or the numbers added: scanned with typed ids masked (in one
         # pass per length of id, as replacing them one by one, longest first, would).
-        scans = Scans(roots)
         for text in texts:
             for problem in problems_in(mask(text, story.safe), roots, scans):
                 report(None, "output", problem)
