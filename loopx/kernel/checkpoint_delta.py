@@ -12,13 +12,12 @@ changes only speed.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from loopx.kernel.fold import State
 from loopx.kernel.lazy_table import LazyTable
-from loopx.kernel.store.fs import fsync_dir
+from loopx.kernel.store.fs import replace_file
 
 DELTA_FORMAT = 1
 # Past this a delta stops paying for itself (every load parses it whole): save the base instead.
@@ -97,19 +96,4 @@ def delta_of(state: State, base_id: str | None, version: str) -> bytes | None:
 
 def write_delta(path: Path, data: bytes) -> None:
     """Write the delta of the checkpoint ``path`` durably: temp file, fsync, rename."""
-    target = delta_path(path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, target)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
+    replace_file(delta_path(path), data)

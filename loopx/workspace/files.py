@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import stat
 from pathlib import Path
 
-from loopx.kernel.store.fs import fsync_dir
+from loopx.kernel.store.fs import fsync_dir, replace_file
 
 GITIGNORE = "# loopx workspace state is not versioned with the project\n*\n"
 
@@ -14,15 +13,7 @@ GITIGNORE = "# loopx workspace state is not versioned with the project\n*\n"
 def write_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
     """Replace ``path`` with ``text`` (surrogate escapes kept as the bytes they stand for),
     durably: a crash leaves the old file or the new one, never a part."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(text.encode("utf-8", errors="surrogateescape"))
-        f.flush()
-        os.fsync(f.fileno())
-    if mode is not None:
-        os.chmod(tmp, mode)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    replace_file(path, text.encode("utf-8", errors="surrogateescape"), mode=mode)
 
 
 def mode_of(path: Path) -> int | None:

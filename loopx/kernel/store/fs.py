@@ -1,5 +1,5 @@
-"""Small filesystem steps the file store shares: durable directory entries, whole writes, and
-the test-only fault points of its write path."""
+"""Small filesystem steps the file store shares: durable directory entries, whole writes, files
+replaced durably, and the test-only fault points of its write path."""
 
 from __future__ import annotations
 
@@ -21,6 +21,27 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def replace_file(path: Path, data: bytes, *, mode: int | None = None) -> None:
+    """Replace ``path`` with ``data`` durably: a temp file beside it, fsynced, renamed over it,
+    the directory fsynced. A crash leaves the old file or the new one; a failure, no temp file.
+    ``mode`` sets the new file's permission bits exactly; without it the umask decides."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)  # as open(): umask
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
 
 
 def write_all(fd: int, data: bytes, point: str | None = None) -> None:
