@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from loopx.kernel.deobfuscate import Reading, Readings, normalise, read
@@ -131,10 +132,14 @@ def found_how(what: str, reading: Reading) -> str:
     return f"{what}, once {reading.how}" if reading.how else what
 
 
-def secret_kind_in(readings: Readings) -> str | None:
-    """What secret any of ``readings`` seems to contain, or None."""
+def secret_kind_in(readings: Readings,
+                   kind: Callable[[str], str | None] | None = None) -> str | None:
+    """What secret any of ``readings`` seems to contain, or None; ``kind`` (by default
+    :func:`plain_kind`) says what one reading's text looks like, so a caller may keep its
+    answers."""
+    kind = plain_kind if kind is None else kind
     for reading in readings.readings:
-        what = plain_kind(reading.text)
+        what = kind(reading.text)
         if what:
             return found_how(what, reading)
     if not readings.settled:

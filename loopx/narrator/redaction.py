@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopx.kernel.deobfuscate import Memo, read
 from loopx.kernel.errors import RedactionBlocked
-from loopx.kernel.secrets import found_how, named_patterns, plain_kind
+from loopx.kernel.secrets import found_how, named_patterns, plain_kind, secret_kind_in
 from loopx.narrator.mask import mask
 from loopx.narrator.story import Story
 
@@ -106,10 +106,8 @@ def problems_in(text: str, roots: tuple[str, ...] = (), scans: Scans | None = No
     found: list[str] = []
     readings = read(text, scans.transforms)
     results = [(r, scans.of(r.text)) for r in readings.readings]
-    # The first reading that finds each thing names how it was found, as secret_kind_in does.
-    what = next((found_how(kind, r) for r, (kind, _, _) in results if kind), None)
-    if what is None and not readings.settled:
-        what = "a value encoded too many times to check"
+    # The first reading that finds each thing names how it was found.
+    what = secret_kind_in(readings, lambda text: scans.of(text)[0])
     if what:
         found.append(f"looks like {what}")
     for i, (what, _) in enumerate(PATHS_AND_LOGS):
