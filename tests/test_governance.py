@@ -107,6 +107,16 @@ def test_contract_refusals_write_nothing() -> None:
     g.unchanged(lambda: g.ledger.append({"payload": lie}, creds=g.curator,
                                         kind="research_contract_v0"),
                 Refused, "must list exactly what changed: mode")
+    # A curator who wants a fresh contract (and none of the old one's history) under a new id,
+    # or a version that skips ahead or supersedes another record, is refused.
+    amended = {**lie, "amendment": {"changed": ["mode"], "reason": "r"}}
+    g.unchanged(lambda: g.ledger.append({"payload": {**amended, "contract_id": "fresh"}},
+                                        creds=g.curator, kind="research_contract_v0"),
+                Refused, "an amendment keeps contract_id 'digits', not 'fresh'")
+    for wrong in ({"version": 3}, {"supersedes": "rec_0"}):
+        g.unchanged(lambda wrong=wrong: g.ledger.append(
+            {"payload": {**amended, **wrong}}, creds=g.curator, kind="research_contract_v0"),
+            Refused, f"an amendment of version 1 is version 2 and supersedes {v1['record_id']}")
 
 
 def test_proposal_eligibility_and_approval_are_separate() -> None:
