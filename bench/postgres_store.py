@@ -14,12 +14,14 @@ What it measures
             ``claim_cycle.py``). optuna: ``RDBStorage("postgresql+psycopg://...")`` (SQLAlchemy 2, psycopg 3),
             a cycle is study.ask(); trial.suggest_float; study.tell(), RandomSampler.
             Goal: loopx/optuna >= 2.
-    append  loopx: ``PostgresStore.append([record])``, one ~300-byte record per append through
-            the full path (encode, seal against the known head, the conditional insert and
-            head move, commit, flush; again on a moved head). raw: the same lines
-            as ``INSERT INTO bench_raw (...) VALUES (...)`` on an autocommit connection, each
-            its own transaction (one round trip, one commit): the plain INSERT+COMMIT loop.
-            Goal: loopx/raw >= 0.5.
+    append  loopx: per append, what a writer pays from a draft, as in append_throughput.py:
+            ``kinds.prepare`` (the draft validated, a fresh record id), then
+            ``PostgresStore.append([record])`` through its full path for a batch without write
+            checks (encode, one CALL that locks the head, seals, inserts, moves the head,
+            commits and waits for the WAL flush, then the server's seal checked here). raw: a
+            line as long as loopx's stored line, ``INSERT INTO bench_raw (...) VALUES (...)``
+            on an autocommit connection, each its own transaction (one round trip, one commit,
+            a flush): the plain INSERT+COMMIT loop. Goal: loopx/raw >= 0.5.
 
 Verdict
     ops/s = all processes' operations / wall (first worker leaving the barrier to the last one
@@ -44,9 +46,9 @@ from pathlib import Path
 from typing import Any
 
 import claim_race
+from append_throughput import author, draft, prepared
 from temp_root import add_temp_root_options, temp_root
 from worker_pool import Pool, serve
-
 
 
 def worker(conn: Any, barrier: Any, dsn: str) -> None:
@@ -65,12 +67,7 @@ def worker(conn: Any, barrier: Any, dsn: str) -> None:
     serve(conn, barrier, lambda job: run_job(job, barrier, dsn))
 
 
-def _line(n: int) -> dict[str, Any]:
-    return {"schema_version": "rollout_event_v0", "record_id": f"rec_{uuid.uuid4().hex}",
-            "goal_id": "bench", "agent_id": "bench", "lane_role": "owner", "capability": None,
-            "todo_id": None, "epoch": None, "visibility": "public", "provenance": "observed",
-            "payload": {"event": "note", "hypothesis_id": None, "branch": None, "commit": None,
-                        "detail": {"n": n, "pad": "x" * 40}}}
+TEXT_BYTES = 40  # detail text per record: stored lines of about 500 bytes
 
 
 def run_job(job: tuple, barrier: Any, dsn: str) -> tuple[float, float, int]:
@@ -106,24 +103,29 @@ def run_job(job: tuple, barrier: Any, dsn: str) -> tuple[float, float, int]:
         t1 = time.monotonic()
         storage.engine.dispose()
     elif side == "append-loopx":
+        from loopx.kernel.kinds import prepare
         from loopx.kernel.store.postgres import PostgresStore
 
         store = PostgresStore(target)
         store.head()  # connect before the clock
-        records = [_line(i) for i in range(count)]
+        who = author()
+        drafts = [draft(TEXT_BYTES) for _ in range(count)]
+        prepare(drafts[0], who, kind="rollout_event_v0")  # warm the schema caches
         barrier.wait()
         t0 = time.monotonic()
-        for record in records:
-            store.append([record])
+        for one in drafts:
+            store.append([prepare(one, who, kind="rollout_event_v0")])
             done += 1
         t1 = time.monotonic()
         store.close()
     else:  # append-raw
         import psycopg
 
-        from loopx.kernel.canonical import dumps
+        from loopx.kernel.canonical import now_ts
+        from loopx.kernel.store.base import Cursor, seal
 
-        lines = [dumps(_line(i)) for i in range(count)]
+        head = Cursor(seq=count * 10, hash="0" * 64)
+        lines = [seal([[prepared(TEXT_BYTES)]], head, now_ts()).data[:-1] for _ in range(count)]
         with psycopg.connect(dsn, autocommit=True) as conn:
             barrier.wait()
             t0 = time.monotonic()

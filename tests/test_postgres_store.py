@@ -58,6 +58,70 @@ def test_the_stored_bytes_and_hashes_are_the_file_stores(pg: Any, tmp_path: Path
     assert verify_store(pg, workspace_rules=False).ok
 
 
+PLAIN_WRITER = """
+import sys, uuid
+from loopx.kernel.store.postgres import PostgresStore
+from loopx.testing.store_conformance import unsealed
+store = PostgresStore(sys.argv[1])
+for i in range(int(sys.argv[2])):
+    batch = [{**unsealed(n=i, k=k), "record_id": f"rec_{uuid.uuid4().hex}"}
+             for k in range(1 + i % 3)]
+    written = store.append(batch)
+    print("ACK", *[r["record_id"] for r in written], flush=True)
+"""
+
+
+def test_plain_batches_from_many_processes_are_sealed_into_one_chain(pg: Any,
+                                                                      pg_url: str) -> None:
+    """Batches without write checks are sealed by the server on the head it locks: four
+    writer processes at once, every acknowledged record there once, batches whole, the chain
+    the file store would have written (verify recomputes every hash)."""
+    writers = [subprocess.Popen([sys.executable, "-c", PLAIN_WRITER, pg_url, "60"],
+                                stdout=subprocess.PIPE, text=True) for _ in range(4)]
+    acked: list[list[str]] = []
+    for writer in writers:
+        out, _ = writer.communicate(timeout=120)
+        assert writer.returncode == 0
+        acked += [line.split()[1:] for line in out.splitlines()]
+    records = [r for r, _ in pg.read()]
+    assert len(acked) == 240 and len(records) == sum(len(ids) for ids in acked) == 480
+    by_id = {r["record_id"]: r for r in records}
+    for ids in acked:  # each batch contiguous, with its batch_end
+        seqs = [by_id[i]["seq"] for i in ids]
+        assert seqs == list(range(seqs[0], seqs[0] + len(ids)))
+        assert {by_id[i]["batch_end"] for i in ids} == {seqs[-1]}
+    assert verify_store(pg, workspace_rules=False).ok
+
+
+def test_a_database_from_before_server_sealing_gets_it_on_first_use(pg: Any,
+                                                                   pg_url: str) -> None:
+    import psycopg
+
+    pg.append([unsealed(n=0)])
+    with psycopg.connect(parse_postgres(pg_url).conninfo, autocommit=True) as admin:
+        for (proc,) in admin.execute("SELECT oid::regprocedure::text FROM pg_proc "
+                                     "WHERE proname = 'loopx_append_sealed'").fetchall():
+            admin.execute(f"DROP PROCEDURE {proc}")
+    [record] = pg.append([unsealed(n=1)])  # installed again, then sealed by it
+    assert record["seq"] == 2 and verify_store(pg, workspace_rules=False).ok
+
+
+def test_a_batch_the_server_sealed_differently_is_not_acknowledged(
+        pg: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import loopx.kernel.store.postgres_rows as rows
+    from loopx.kernel.errors import IntegrityError
+
+    real = rows.pieces
+
+    def altered(encoded: Any) -> list[bytes]:  # as a server-side procedure out of step would
+        cut = real(encoded)
+        return [*cut[:-1], cut[-1].replace(b"}", b" }", 1)]
+
+    monkeypatch.setattr(rows, "pieces", altered)
+    with pytest.raises(IntegrityError, match="differently"):
+        pg.append([unsealed(n=1)])
+
+
 def test_locations_keep_the_password_out() -> None:
     url = "postgresql://loopx:s3cr%40t@db.internal:5433/loopx?sslmode=require&log=mnist"
     parsed = parse_postgres(url)
@@ -190,9 +254,13 @@ def test_a_client_clock_estimate_that_is_off_is_corrected_not_stamped(pg: Any) -
 
     pg.append([unsealed(n=0)])
     pg._offset += 3600.0  # this host's idea of the server clock is an hour fast
-    [record] = pg.append([unsealed(n=1)])
-    drift = parse_ts(record["ts"]).timestamp() - parse_ts(pg.now()).timestamp()
-    assert -5 < drift < 1  # stamped with the server's clock, not the estimate
+    # A plain batch is sealed by the server, with its own clock.
+    [plain] = pg.append([unsealed(n=1)])
+    # A built batch is sealed here: the server refuses the estimate, which is then corrected.
+    [built] = pg.append(lambda head, now: [unsealed(n=2)])
+    for record in (plain, built):
+        drift = parse_ts(record["ts"]).timestamp() - parse_ts(pg.now()).timestamp()
+        assert -5 < drift < 1  # stamped with the server's clock, not the estimate
     assert abs(pg._offset) < 60
 
 

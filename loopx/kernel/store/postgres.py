@@ -5,22 +5,22 @@ Two tables hold every log of a database, keyed by the log's name: ``loopx_record
 per record: the exact canonical line, its seq, batch_end, record_id, prev_hash, hash and ts)
 and ``loopx_head`` (one row per log: the committed head). Appends (postgres_append.py) commit
 only on the head their batch was built and sealed against; the caller is told the records are
-stored only once COMMIT has returned and the WAL is flushed past it. This module reads and
-waits. The schema is in postgres_sql.py, the connection and its retries in
+stored only once COMMIT has returned and the WAL is flushed past it. This module reads,
+waits, and loads copied logs. The schema is in postgres_sql.py, the connection and its retries in
 postgres_session.py.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from loopx.kernel.errors import NotFound
+from loopx.kernel.errors import ConflictError, IntegrityError, NotFound
 from loopx.kernel.store.base import Cursor, Record, Store
 from loopx.kernel.store.postgres_append import PgAppender
-from loopx.kernel.store.postgres_rows import checked, parsed
-from loopx.kernel.store.postgres_sql import SERVER_NOW
+from loopx.kernel.store.postgres_rows import checked, columns, parsed
+from loopx.kernel.store.postgres_sql import LOCK_HEAD, SERVER_NOW, WRITE
 
 if TYPE_CHECKING:
     import psycopg
@@ -48,6 +48,51 @@ class PostgresStore(PgAppender, Store):
 
         self._retrying("delete the log in", step)
         self._seen, self._ahead = None, (0, [])
+
+    # -- copying in ----------------------------------------------------------------------
+
+    def load(self, batches: Iterable[list[bytes]]) -> None:
+        """Store already-sealed lines as they are (``loopx store copy``): whole batches, in
+        transactions of about 5,000 records, each continuing the chain from the head it locks.
+
+        Raises:
+            ConflictError: the log moved under the copy (someone else appended).
+            IntegrityError: a line does not continue the chain.
+        """
+        self.create()
+        chunk: list[Record] = []
+        lines: list[bytes] = []
+        for batch in batches:
+            for line in batch:
+                chunk.append(parsed(line))
+                lines.append(line)
+            if len(chunk) >= 5000:
+                self._load_chunk(chunk, lines)
+                chunk, lines = [], []
+        if chunk:
+            self._load_chunk(chunk, lines)
+
+    def _load_chunk(self, records: list[Record], lines: list[bytes]) -> None:
+        def step(conn: psycopg.Connection[Any]) -> None:
+            with conn.transaction():
+                row = conn.execute(LOCK_HEAD, (self.log,)).fetchone()
+                if row is None or row[0] != records[0]["seq"] - 1:
+                    raise ConflictError("the target log moved while it was being copied into",
+                                        hint="copy into a log nobody else writes to")
+                prev = row[1]
+                for record in records:
+                    if record["prev_hash"] != prev:
+                        raise IntegrityError(f"seq {record['seq']} does not chain",
+                                             seq=record["seq"], hint="run `loopx verify`")
+                    prev = record["hash"]
+                last = records[-1]
+                conn.execute(WRITE, {
+                    "log": self.log, "ts": last["ts"], "channel": self.channel,
+                    **columns(records), "tss": [r["ts"] for r in records], "lines": lines,
+                    "head_seq": last["seq"], "head_hash": last["hash"]})
+
+        self._retrying("copy into", step, outcome="records copied so far stay; delete the log "
+                                                  "and copy again")
 
     # -- reading --------------------------------------------------------------------------
 

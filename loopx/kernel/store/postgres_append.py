@@ -1,19 +1,17 @@
-"""Appending to a PostgreSQL log: optimistically in one round trip against the head this client
-last saw, under the head row's lock when that keeps failing, and idempotently by record id when
-an acknowledgement was lost.
-
-An optimistic append seals the batch (its builder run against the known head, so the write
-checks see that head) and sends one statement in autocommit, ``loopx_append``: rows in and head
-moved only if the head is still the one sealed against, committed and flushed before it
-answers, like a plain INSERT. When the head has moved nothing is written; the answer brings the
-new head and the lines in between, and the builder runs again on them.
+"""Appending to a PostgreSQL log, in one round trip when it can be: a plain batch is sealed by
+the server on the head it locks (``loopx_append_sealed``); a built batch (its write checks run
+against the head this client knows) is committed by ``loopx_append`` only if that is still the
+head (else nothing is written, and the new head and the lines before it come back for the
+builder to run again), and under the head row's lock while others keep overtaking it. Either
+way nothing is acknowledged before its commit is flushed, and a batch whose acknowledgement was
+lost is found by record id rather than written twice.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from loopx.kernel.canonical import GENESIS_HASH
@@ -24,6 +22,8 @@ from loopx.kernel.errors import (
     RecordRejected,
 )
 from loopx.kernel.store.base import (
+    MAX_BATCH_BYTES,
+    MAX_RECORD_BYTES,
     BatchBuilder,
     Cursor,
     Encoded,
@@ -33,13 +33,21 @@ from loopx.kernel.store.base import (
     seal,
 )
 from loopx.kernel.store.fs import FAULT_ENV, fault
-from loopx.kernel.store.postgres_rows import columns, parsed, without_store_fields
+from loopx.kernel.store.postgres_rows import (
+    columns,
+    parsed,
+    refuse_size,
+    sealing_input,
+    without_store_fields,
+)
 from loopx.kernel.store.postgres_session import PgSession, backoff, transient
 from loopx.kernel.store.postgres_sql import (
     APPEND,
+    APPEND_SEALED,
     CATCH_UP_LINES,
     LOCK_HEAD,
     SCHEMA,
+    SIZE_STATE,
     SYNC,
     WRITE,
 )
@@ -79,7 +87,7 @@ class PgAppender(PgSession):
         self._contended = 0  # appends left to make under the lock (see CONTENDED_RUN)
 
     def create(self) -> None:
-        """Create the tables and the append function (if missing) and this log's head row
+        """Create the tables and the append routines (if missing) and this log's head row
         (idempotent)."""
 
         def step(conn: psycopg.Connection[Any]) -> None:
@@ -115,6 +123,8 @@ class PgAppender(PgSession):
                         if stored is not None:
                             return stored
                         pending = None
+                    if not callable(batch) and expect_seq is None:
+                        return self._append_sealed(conn, batch)
                     if refused >= OPTIMISTIC_TRIES or self._contended > 0:
                         self._contended = max(0, self._contended - 1)
                         return self._append_locked(conn, batch, expect_seq)
@@ -147,13 +157,41 @@ class PgAppender(PgSession):
         finally:
             self._locked = None
 
+    def _append_sealed(self, conn: psycopg.Connection[Any],
+                       batch: list[Encoded]) -> list[Record]:
+        """One round trip: the server seals the batch on the head it locks, commits, and waits
+        for the flush; its answer is checked by sealing the batch here too."""
+        import psycopg
+
+        if not batch:
+            return []
+        records = [encoded.record for encoded in batch]
+        params = (self.log, self._clock() if self._clock is not None else None, self.channel,
+                  *sealing_input(batch), MAX_RECORD_BYTES, MAX_BATCH_BYTES,
+                  not os.environ.get(FAULT_ENV))  # (under faults the COMMIT is sent apart)
+        try:
+            row = self._round_trip(conn, APPEND_SEALED, params, records)
+        except psycopg.Error as exc:
+            if getattr(exc, "sqlstate", None) == SIZE_STATE:
+                refuse_size(batch, self._seen or Cursor())
+            raise
+        if row is None:
+            return self._committed(conn, records)
+        seq, digest, ts, hashes = row
+        if seq is None:
+            raise _Missing
+        sealed = seal([batch], Cursor(seq, digest), ts)
+        if [r["hash"] for r in sealed.records] != hashes:
+            raise IntegrityError(f"the server sealed seq {seq + 1} differently from this client",
+                                 seq=seq + 1, hint="run `loopx verify`; the server's "
+                                 "loopx_append_sealed procedure may be from another version")
+        self._seen = Cursor(sealed.head_seq, sealed.head_hash, ts, (sealed.head_seq,))
+        return sealed.records
+
     def _append_optimistic(self, conn: psycopg.Connection[Any],
                            batch: Sequence[Record | Encoded] | BatchBuilder,
                            expect_seq: int | None) -> list[Record] | None:
         """One round trip; None when the head had moved (nothing written, head learnt)."""
-        import psycopg
-        import psycopg.errors as pe
-
         head, fresh = self._seen, False
         if head is None or (expect_seq is not None and head.seq != expect_seq):
             head, fresh = self._read_head(conn), True
@@ -170,42 +208,9 @@ class PgAppender(PgSession):
         params = (self.log, head.seq, head.hash, None if self._clock else clock, CLOCK_SLACK,
                   self.channel, sealed.head_hash, sealed.head_ts, CATCH_UP,
                   *columns(sealed.records).values(), lines)
-        action = None
-        committing = False
-        try:
-            if os.environ.get(FAULT_ENV):  # tests: the same call in an explicit transaction
-                with conn.pipeline():
-                    conn.execute("BEGIN")
-                    cur = conn.execute(APPEND, params)
-                action = fault("pg-commit")  # pause: rows in, head locked, no COMMIT
-                if action == "reset":  # the connection drops before COMMIT is sent
-                    conn.close()
-                    raise psycopg.OperationalError("test fault: connection lost before COMMIT")
-                committing = True
-                conn.execute("COMMIT")
-            else:
-                # One statement in autocommit: it returns once committed and flushed.
-                committing = True
-                cur = conn.execute(APPEND, params)
-            row = cur.fetchone()
-        except (pe.UndefinedFunction, pe.UndefinedTable):
-            self._rollback(conn)
-            raise _Missing from None
-        except pe.UniqueViolation:
-            self._rollback(conn)
+        row = self._round_trip(conn, APPEND, params, sealed.records)
+        if row is None:
             return self._committed(conn, sealed.records)
-        except psycopg.Error as exc:
-            # The server's own refusal means nothing was committed; a lost connection while
-            # the statement (or COMMIT) was on its way leaves the outcome to be looked up.
-            if committing and (getattr(exc, "sqlstate", None) is None or transient(exc)):
-                raise _Unknown(sealed.records, exc) from None
-            self._rollback(conn)
-            raise
-        if action == "lostack":  # tests: committed, but the client never heard so
-            conn.close()
-            raise _Unknown(sealed.records, psycopg.OperationalError("test fault: connection "
-                                                                    "lost during COMMIT"))
-        assert row is not None
         status, seq, digest, ts, server_now, ahead = row
         if status == "missing":
             raise _Missing
@@ -221,6 +226,54 @@ class PgAppender(PgSession):
         if expect_seq is not None and seq != expect_seq:
             raise _conflict(seq, expect_seq)
         return None
+
+    def _round_trip(self, conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...],
+                    records: list[Record]) -> tuple[Any, ...] | None:
+        """Send one statement that commits ``records`` and answers once they are flushed; None
+        when their record ids were stored already (a duplicate, or this batch retried).
+
+        Raises:
+            _Unknown: the connection failed while the statement was on its way.
+        """
+        import psycopg
+        import psycopg.errors as pe
+
+        action = None
+        committing = False
+        try:
+            if os.environ.get(FAULT_ENV):  # tests: the same call in an explicit transaction
+                with conn.pipeline():
+                    conn.execute("BEGIN")
+                    cur = conn.execute(query, params)
+                action = fault("pg-commit")  # pause: rows in, head locked, no COMMIT
+                if action == "reset":  # the connection drops before COMMIT is sent
+                    conn.close()
+                    raise psycopg.OperationalError("test fault: connection lost before COMMIT")
+                committing = True
+                conn.execute("COMMIT")
+            else:
+                committing = True
+                cur = conn.execute(query, params)
+            row = cur.fetchone()
+        except (pe.UndefinedFunction, pe.UndefinedTable):
+            self._rollback(conn)
+            raise _Missing from None
+        except pe.UniqueViolation:
+            self._rollback(conn)
+            return None
+        except psycopg.Error as exc:
+            # The server's own refusal means nothing was committed; a lost connection while
+            # the statement (or COMMIT) was on its way leaves the outcome to be looked up.
+            if committing and (getattr(exc, "sqlstate", None) is None or transient(exc)):
+                raise _Unknown(records, exc) from None
+            self._rollback(conn)
+            raise
+        if action == "lostack":  # tests: committed, but the client never heard so
+            conn.close()
+            raise _Unknown(records, psycopg.OperationalError("test fault: connection lost "
+                                                             "during COMMIT"))
+        assert row is not None
+        return tuple(row)
 
     def _read_head(self, conn: psycopg.Connection[Any]) -> Cursor:
         import psycopg.errors as pe
@@ -335,49 +388,6 @@ class PgAppender(PgSession):
         taken = [r["record_id"] for r in stored]
         raise RecordRejected([FieldProblem("record_id", f"{taken[0] if taken else ids[0]} is "
                                            "already in the log; nothing was written")])
-
-    def load(self, batches: Iterable[list[bytes]]) -> None:
-        """Store already-sealed lines as they are (``loopx store copy``): whole batches, in
-        transactions of about 5,000 records, each continuing the chain from the head it locks.
-
-        Raises:
-            ConflictError: the log moved under the copy (someone else appended).
-            IntegrityError: a line does not continue the chain.
-        """
-        self.create()
-        chunk: list[Record] = []
-        lines: list[bytes] = []
-        for batch in batches:
-            for line in batch:
-                chunk.append(parsed(line))
-                lines.append(line)
-            if len(chunk) >= 5000:
-                self._load_chunk(chunk, lines)
-                chunk, lines = [], []
-        if chunk:
-            self._load_chunk(chunk, lines)
-
-    def _load_chunk(self, records: list[Record], lines: list[bytes]) -> None:
-        def step(conn: psycopg.Connection[Any]) -> None:
-            with conn.transaction():
-                row = conn.execute(LOCK_HEAD, (self.log,)).fetchone()
-                if row is None or row[0] != records[0]["seq"] - 1:
-                    raise ConflictError("the target log moved while it was being copied into",
-                                        hint="copy into a log nobody else writes to")
-                prev = row[1]
-                for record in records:
-                    if record["prev_hash"] != prev:
-                        raise IntegrityError(f"seq {record['seq']} does not chain",
-                                             seq=record["seq"], hint="run `loopx verify`")
-                    prev = record["hash"]
-                last = records[-1]
-                conn.execute(WRITE, {
-                    "log": self.log, "ts": last["ts"], "channel": self.channel,
-                    **columns(records), "tss": [r["ts"] for r in records], "lines": lines,
-                    "head_seq": last["seq"], "head_hash": last["hash"]})
-
-        self._retrying("copy into", step, outcome="records copied so far stay; delete the log "
-                                                  "and copy again")
 
 
 def _conflict(seq: int, expected: int) -> ConflictError:

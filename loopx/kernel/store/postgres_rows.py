@@ -1,13 +1,22 @@
-"""Rows of the PostgreSQL store as records: parsed and checked against the chain, and a sealed
-batch as the column arrays one INSERT takes."""
+"""Rows of the PostgreSQL store as records: parsed and checked against the chain; a sealed
+batch as the column arrays one INSERT takes, and an unsealed record as the pieces the server
+seals it from."""
 
 from __future__ import annotations
 
+import itertools
 import json
-from typing import Any
+from typing import Any, NoReturn
 
-from loopx.kernel.errors import IntegrityError
-from loopx.kernel.store.base import Record
+from loopx.kernel.errors import FieldProblem, IntegrityError, RecordRejected
+from loopx.kernel.store.base import (
+    MAX_BATCH_BYTES,
+    MAX_RECORD_BYTES,
+    Cursor,
+    Encoded,
+    Record,
+    seal,
+)
 
 
 def parsed(line: bytes) -> Record:
@@ -52,3 +61,40 @@ def columns(records: list[Record]) -> dict[str, list[Any]]:
     return {"seqs": [r["seq"] for r in records], "ends": [r["batch_end"] for r in records],
             "ids": [r["record_id"] for r in records],
             "prevs": [r["prev_hash"] for r in records], "hashes": [r["hash"] for r in records]}
+
+
+def sealing_input(batch: list[Encoded]) -> tuple[bytes, str]:
+    """A batch as ``loopx_append_sealed`` takes it: each record's id and the six pieces of its
+    canonical line (:func:`pieces`) in one bytes, and the offsets (from 1) where they start,
+    plus the end, comma-separated."""
+    cut = [piece for encoded in batch for piece in pieces(encoded)]
+    return b"".join(cut), ",".join(map(str, itertools.accumulate(map(len, cut), initial=1)))
+
+
+def pieces(encoded: Encoded) -> list[bytes]:
+    """The record's id, then its canonical line cut at its store fields in the six pieces
+    ``loopx_append_sealed`` joins around them: before ``batch_end``, up to ``hash``, up to
+    ``prev_hash``, up to ``seq``, up to ``ts``, and after it (commas included)."""
+    items, slots = encoded.items, encoded.slots
+    end, digest, prev, seq, ts = (slots[k] for k in ("batch_end", "hash", "prev_hash", "seq", "ts"))
+
+    def between(a: int, b: int) -> bytes:
+        return b"".join(b"," + item for item in items[a + 1:b])
+
+    return [str(encoded.record["record_id"]).encode(),
+            b"{" + b"".join(item + b"," for item in items[:end]), between(end, digest),
+            between(digest, prev) + b",", between(prev, seq) + b",", between(seq, ts) + b",",
+            between(ts, len(items)) + b"}"]
+
+
+def refuse_size(batch: list[Encoded], head: Cursor) -> NoReturn:
+    """The refusal for a batch the server found over the size limits, exactly as sealing it here
+    words it (the seq it would have had moves a line's length by a digit at most).
+
+    Raises:
+        RecordRejected: always; nothing was written.
+    """
+    seal([batch], head, "2000-01-01T00:00:00.000000Z")
+    raise RecordRejected([FieldProblem("batch", f"over the size limits once sealed: "
+                                       f"{MAX_RECORD_BYTES} bytes a record, {MAX_BATCH_BYTES} "
+                                       "a batch; nothing was written")])

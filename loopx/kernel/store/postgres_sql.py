@@ -91,7 +91,91 @@ BEGIN
 END
 $fn$;
 """
-SCHEMA = TABLES + APPEND_FUNCTION
+# The append of a plain batch (no write checks to run against the head), sealed by the server
+# under the head row's lock in one statement, so that concurrent writers never rebuild against
+# a head that moved. The client sends each record's id and its canonical line in the six
+# pieces between its store fields (postgres_rows.pieces), all in one bytea with a text of the
+# offsets where the pieces start (two scalars cost far less to send than arrays). The
+# procedure fills the store fields exactly as base.seal does, hashes each line without its
+# hash, and answers with the head it sealed on, the ts and the hashes, which the client checks
+# by sealing the batch itself. With p_flush, its COMMIT does not wait for the WAL flush, so the
+# head row is held only for the work above; then, in a second transaction, a logical message
+# is written whose commit waits (under the session's synchronous_commit) for the flush of all
+# WAL before it, this batch included, before the answer goes out. Without p_flush (tests, in
+# an explicit transaction) the caller commits. A batch over the size limits raises SIZE_STATE
+# and nothing is written: the client seals it itself for the exact refusal.
+SIZE_STATE = "54LX1"
+SEAL_PROCEDURE = f"""
+CREATE OR REPLACE PROCEDURE loopx_append_sealed(
+    p_log text, p_now text, p_channel text, p_data bytea, p_starts text,
+    p_max_line integer, p_max_batch integer, p_flush boolean,
+    INOUT o_seq bigint DEFAULT NULL, INOUT o_hash text DEFAULT NULL,
+    INOUT o_ts text DEFAULT NULL, INOUT o_hashes text[] DEFAULT NULL)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    s integer[] := string_to_array(p_starts, ',')::integer[];
+    n integer := (cardinality(s) - 1) / 7;
+    v_head_ts text;
+    v_seq bigint;
+    v_prev text;
+    v_hash text;
+    v_end bytea;
+    v_ts_item bytea;
+    v_front bytea;
+    v_back bytea;
+    v_line bytea;
+    v_size bigint := 0;
+    k integer;
+BEGIN
+    SELECT l.seq, l.hash, l.ts INTO o_seq, o_hash, v_head_ts
+    FROM loopx_head l WHERE l.log = p_log FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN;  -- o_seq NULL: no such log
+    END IF;
+    o_hashes := '{{}}';
+    o_ts := coalesce(p_now, {CLOCK});
+    IF v_head_ts > o_ts THEN  -- a ts never goes back
+        o_ts := v_head_ts;
+    END IF;
+    v_ts_item := convert_to('"ts":"' || o_ts || '"', 'UTF8');
+    v_end := convert_to('"batch_end":' || (o_seq + n), 'UTF8');
+    v_seq := o_seq;
+    v_prev := o_hash;
+    FOR i IN 1..n LOOP
+        v_seq := v_seq + 1;
+        k := (i - 1) * 7;  -- s[k + 1]: the record id; s[k + 2] to s[k + 7]: its pieces
+        v_front := substring(p_data FROM s[k + 2] FOR s[k + 3] - s[k + 2]) || v_end
+                   || substring(p_data FROM s[k + 3] FOR s[k + 4] - s[k + 3]);
+        v_back := substring(p_data FROM s[k + 4] FOR s[k + 5] - s[k + 4])
+                  || convert_to('"prev_hash":"' || v_prev || '"', 'UTF8')
+                  || substring(p_data FROM s[k + 5] FOR s[k + 6] - s[k + 5])
+                  || convert_to('"seq":' || v_seq, 'UTF8')
+                  || substring(p_data FROM s[k + 6] FOR s[k + 7] - s[k + 6]) || v_ts_item
+                  || substring(p_data FROM s[k + 7] FOR s[k + 8] - s[k + 7]);
+        v_hash := encode(sha256(v_front || v_back), 'hex');
+        v_line := v_front || convert_to(',"hash":"' || v_hash || '"', 'UTF8') || v_back;
+        v_size := v_size + length(v_line) + 1;
+        IF length(v_line) > p_max_line OR v_size > p_max_batch THEN
+            RAISE EXCEPTION 'batch over the size limits' USING ERRCODE = '{SIZE_STATE}';
+        END IF;
+        INSERT INTO loopx_record (log, seq, batch_end, record_id, prev_hash, hash, ts, line)
+        VALUES (p_log, v_seq, o_seq + n,
+                convert_from(substring(p_data FROM s[k + 1] FOR s[k + 2] - s[k + 1]), 'UTF8'),
+                v_prev, v_hash, o_ts, v_line);
+        o_hashes := o_hashes || v_hash;
+        v_prev := v_hash;
+    END LOOP;
+    UPDATE loopx_head SET seq = v_seq, hash = v_prev, ts = o_ts WHERE log = p_log;
+    PERFORM pg_notify(p_channel, v_seq::text);
+    IF p_flush THEN
+        SET LOCAL synchronous_commit = off;
+        COMMIT;
+        PERFORM pg_logical_emit_message(true, 'loopx', '');
+    END IF;
+END
+$fn$;
+"""
+SCHEMA = TABLES + APPEND_FUNCTION + SEAL_PROCEDURE
 
 APPEND = """
 SELECT * FROM loopx_append(%s::text, %s::bigint, %s::text, %s::text, %s::float8, %s::text,
@@ -119,10 +203,9 @@ UPDATE loopx_head SET seq = %(head_seq)s, hash = %(head_hash)s, ts = %(ts)s
 WHERE log = %(log)s
 RETURNING pg_notify(%(channel)s, %(head_seq)s::text)
 """
-# One row per server process: a tiny write that makes its transaction's COMMIT wait for the
-# WAL flush, without contending with other writers.
-SYNC = """
-INSERT INTO loopx_sync (pid, n) VALUES (pg_backend_pid(), 1)
-ON CONFLICT (pid) DO UPDATE SET n = loopx_sync.n + 1
-"""
+APPEND_SEALED = ("CALL loopx_append_sealed(%b::text, %b::text, %b::text, %b::bytea, %b::text,"
+                 " %b::integer, %b::integer, %b::boolean)")
+# A write whose commit waits for the WAL flush (past every commit before it) under the
+# session's synchronous_commit: a transactional logical message touches no table.
+SYNC = "SELECT pg_logical_emit_message(true, 'loopx', '')"
 SERVER_NOW = f"SELECT {CLOCK}"
