@@ -182,7 +182,8 @@ class PgAppender(PgSession):
             raise _Missing
         sealed = seal([batch], Cursor(seq, digest), ts)
         if [r["hash"] for r in sealed.records] != hashes:
-            raise IntegrityError(f"the server sealed seq {seq + 1} differently from this client",
+            raise IntegrityError(f"the server sealed seq {seq + 1} differently from this client:"
+                                 " stored as the server sealed it, not acknowledged",
                                  seq=seq + 1, hint="run `loopx verify`; the server's "
                                  "loopx_append_sealed procedure may be from another version")
         self._seen = Cursor(sealed.head_seq, sealed.head_hash, ts, (sealed.head_seq,))

@@ -24,10 +24,6 @@ CREATE TABLE IF NOT EXISTS loopx_record (
     PRIMARY KEY (log, seq),
     UNIQUE (log, record_id)
 );
-CREATE TABLE IF NOT EXISTS loopx_sync (
-    pid integer PRIMARY KEY,
-    n bigint NOT NULL
-);
 """
 
 # The optimistic append, in one statement: the client sealed the batch against the head it
@@ -116,7 +112,6 @@ DECLARE
     s integer[] := string_to_array(p_starts, ',')::integer[];
     n integer := (cardinality(s) - 1) / 7;
     v_head_ts text;
-    v_seq bigint;
     v_prev text;
     v_hash text;
     v_end bytea;
@@ -125,33 +120,27 @@ DECLARE
     v_back bytea;
     v_line bytea;
     v_size bigint := 0;
-    k integer;
 BEGIN
     SELECT l.seq, l.hash, l.ts INTO o_seq, o_hash, v_head_ts
     FROM loopx_head l WHERE l.log = p_log FOR UPDATE;
     IF NOT FOUND THEN
         RETURN;  -- o_seq NULL: no such log
     END IF;
-    o_hashes := '{{}}';
-    o_ts := coalesce(p_now, {CLOCK});
-    IF v_head_ts > o_ts THEN  -- a ts never goes back
-        o_ts := v_head_ts;
-    END IF;
+    o_ts := greatest(coalesce(p_now, {CLOCK}), v_head_ts);  -- a ts never goes back
     v_ts_item := convert_to('"ts":"' || o_ts || '"', 'UTF8');
     v_end := convert_to('"batch_end":' || (o_seq + n), 'UTF8');
-    v_seq := o_seq;
     v_prev := o_hash;
+    o_hashes := '{{}}';
     FOR i IN 1..n LOOP
-        v_seq := v_seq + 1;
-        k := (i - 1) * 7;  -- s[k + 1]: the record id; s[k + 2] to s[k + 7]: its pieces
-        v_front := substring(p_data FROM s[k + 2] FOR s[k + 3] - s[k + 2]) || v_end
-                   || substring(p_data FROM s[k + 3] FOR s[k + 4] - s[k + 3]);
-        v_back := substring(p_data FROM s[k + 4] FOR s[k + 5] - s[k + 4])
+        -- record i: its id from s[7i-6], the six pieces of its line from s[7i-5] to s[7i+1]
+        v_front := substring(p_data FROM s[7*i-5] FOR s[7*i-4] - s[7*i-5]) || v_end
+                   || substring(p_data FROM s[7*i-4] FOR s[7*i-3] - s[7*i-4]);
+        v_back := substring(p_data FROM s[7*i-3] FOR s[7*i-2] - s[7*i-3])
                   || convert_to('"prev_hash":"' || v_prev || '"', 'UTF8')
-                  || substring(p_data FROM s[k + 5] FOR s[k + 6] - s[k + 5])
-                  || convert_to('"seq":' || v_seq, 'UTF8')
-                  || substring(p_data FROM s[k + 6] FOR s[k + 7] - s[k + 6]) || v_ts_item
-                  || substring(p_data FROM s[k + 7] FOR s[k + 8] - s[k + 7]);
+                  || substring(p_data FROM s[7*i-2] FOR s[7*i-1] - s[7*i-2])
+                  || convert_to('"seq":' || (o_seq + i), 'UTF8')
+                  || substring(p_data FROM s[7*i-1] FOR s[7*i] - s[7*i-1]) || v_ts_item
+                  || substring(p_data FROM s[7*i] FOR s[7*i+1] - s[7*i]);
         v_hash := encode(sha256(v_front || v_back), 'hex');
         v_line := v_front || convert_to(',"hash":"' || v_hash || '"', 'UTF8') || v_back;
         v_size := v_size + length(v_line) + 1;
@@ -159,14 +148,14 @@ BEGIN
             RAISE EXCEPTION 'batch over the size limits' USING ERRCODE = '{SIZE_STATE}';
         END IF;
         INSERT INTO loopx_record (log, seq, batch_end, record_id, prev_hash, hash, ts, line)
-        VALUES (p_log, v_seq, o_seq + n,
-                convert_from(substring(p_data FROM s[k + 1] FOR s[k + 2] - s[k + 1]), 'UTF8'),
+        VALUES (p_log, o_seq + i, o_seq + n,
+                convert_from(substring(p_data FROM s[7*i-6] FOR s[7*i-5] - s[7*i-6]), 'UTF8'),
                 v_prev, v_hash, o_ts, v_line);
         o_hashes := o_hashes || v_hash;
         v_prev := v_hash;
     END LOOP;
-    UPDATE loopx_head SET seq = v_seq, hash = v_prev, ts = o_ts WHERE log = p_log;
-    PERFORM pg_notify(p_channel, v_seq::text);
+    UPDATE loopx_head SET seq = o_seq + n, hash = v_prev, ts = o_ts WHERE log = p_log;
+    PERFORM pg_notify(p_channel, (o_seq + n)::text);
     IF p_flush THEN
         SET LOCAL synchronous_commit = off;
         COMMIT;
