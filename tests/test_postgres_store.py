@@ -100,7 +100,7 @@ def test_a_database_from_before_server_sealing_gets_it_on_first_use(pg: Any,
     pg.append([unsealed(n=0)])
     with psycopg.connect(parse_postgres(pg_url).conninfo, autocommit=True) as admin:
         for (proc,) in admin.execute("SELECT oid::regprocedure::text FROM pg_proc "
-                                     "WHERE proname = 'loopx_append_sealed'").fetchall():
+                                     "WHERE proname = 'loopx_append_sealed_v2'").fetchall():
             admin.execute(f"DROP PROCEDURE {proc}")
     [record] = pg.append([unsealed(n=1)])  # installed again, then sealed by it
     assert record["seq"] == 2 and verify_store(pg, workspace_rules=False).ok

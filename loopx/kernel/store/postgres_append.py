@@ -1,5 +1,5 @@
 """Appending to a PostgreSQL log, in one round trip when it can be: a plain batch is sealed by
-the server on the head it locks (``loopx_append_sealed``); a built batch (its write checks run
+the server on the head it locks (``loopx_append_sealed_v2``); a built batch (its write checks run
 against the head this client knows) is committed by ``loopx_append`` only if that is still the
 head (else nothing is written, and the new head and the lines before it come back for the
 builder to run again), and under the head row's lock while others keep overtaking it. Either
@@ -177,15 +177,15 @@ class PgAppender(PgSession):
             raise
         if row is None:
             return self._committed(conn, records)
-        seq, digest, ts, hashes = row
+        seq, digest, ts, head_hash = row
         if seq is None:
             raise _Missing
         sealed = seal([batch], Cursor(seq, digest), ts)
-        if [r["hash"] for r in sealed.records] != hashes:
+        if sealed.head_hash != head_hash:  # (each line holds the hash of the one before)
             raise IntegrityError(f"the server sealed seq {seq + 1} differently from this client:"
                                  " stored as the server sealed it, not acknowledged",
                                  seq=seq + 1, hint="run `loopx verify`; the server's "
-                                 "loopx_append_sealed procedure may be from another version")
+                                 "loopx_append_sealed_v2 procedure may be from another version")
         self._seen = Cursor(sealed.head_seq, sealed.head_hash, ts, (sealed.head_seq,))
         return sealed.records
 
@@ -254,7 +254,7 @@ class PgAppender(PgSession):
                 conn.execute("COMMIT")
             else:
                 committing = True
-                cur = conn.execute(query, params)
+                cur = self._cursor(conn).execute(query, params)
             row = cur.fetchone()
         except (pe.UndefinedFunction, pe.UndefinedTable):
             self._rollback(conn)

@@ -64,7 +64,7 @@ def columns(records: list[Record]) -> dict[str, list[Any]]:
 
 
 def sealing_input(batch: list[Encoded]) -> tuple[bytes, str]:
-    """A batch as ``loopx_append_sealed`` takes it: each record's id and the six pieces of its
+    """A batch as ``loopx_append_sealed_v2`` takes it: each record's id and the six pieces of its
     canonical line (:func:`pieces`) in one bytes, and the offsets (from 1) where they start,
     plus the end, comma-separated."""
     cut = [piece for encoded in batch for piece in pieces(encoded)]
@@ -73,7 +73,7 @@ def sealing_input(batch: list[Encoded]) -> tuple[bytes, str]:
 
 def pieces(encoded: Encoded) -> list[bytes]:
     """The record's id, then its canonical line cut at its store fields in the six pieces
-    ``loopx_append_sealed`` joins around them: before ``batch_end``, up to ``hash``, up to
+    ``loopx_append_sealed_v2`` joins around them: before ``batch_end``, up to ``hash``, up to
     ``prev_hash``, up to ``seq``, up to ``ts``, and after it (commas included)."""
     items, slots = encoded.items, encoded.slots
     end, digest, prev, seq, ts = (slots[k] for k in ("batch_end", "hash", "prev_hash", "seq", "ts"))

@@ -46,6 +46,7 @@ class PgSession:
         self.retry_seconds = retry_seconds
         self.connect_timeout = connect_timeout
         self._conn: psycopg.Connection[Any] | None = None
+        self._cur: psycopg.Cursor[Any] | None = None
         self._mutex = threading.RLock()
         self._listening = False
         self._offset = 0.0  # the server's clock minus this host's, in seconds
@@ -86,7 +87,15 @@ class PgSession:
             return self._clock()
         return format_ts(datetime.now(UTC) + timedelta(seconds=self._offset))
 
+    def _cursor(self, conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
+        """The cursor kept for ``conn``: making one per statement costs a hot append as much
+        Python as the statement's own."""
+        if self._cur is None or self._cur.connection is not conn:
+            self._cur = conn.cursor()
+        return self._cur
+
     def _drop(self) -> None:
+        self._cur = None
         conn, self._conn = self._conn, None
         if conn is not None:
             with contextlib.suppress(Exception):  # a broken connection may fail to close

@@ -93,20 +93,22 @@ $fn$;
 # pieces between its store fields (postgres_rows.pieces), all in one bytea with a text of the
 # offsets where the pieces start (two scalars cost far less to send than arrays). The
 # procedure fills the store fields exactly as base.seal does, hashes each line without its
-# hash, and answers with the head it sealed on, the ts and the hashes, which the client checks
-# by sealing the batch itself. With p_flush, its COMMIT does not wait for the WAL flush, so the
+# hash, and answers with the head it sealed on, the ts and the new head's hash, which the
+# client checks by sealing the batch itself (the last hash covers every line before it). With p_flush, its COMMIT does not wait for the WAL flush, so the
 # head row is held only for the work above; then, in a second transaction, a logical message
 # is written whose commit waits (under the session's synchronous_commit) for the flush of all
 # WAL before it, this batch included, before the answer goes out. Without p_flush (tests, in
 # an explicit transaction) the caller commits. A batch over the size limits raises SIZE_STATE
 # and nothing is written: the client seals it itself for the exact refusal.
+# The version is in the routine's name: a procedure's INOUT parameters are part of its identity,
+# so a changed signature under the same name would be an overload the server cannot choose from.
 SIZE_STATE = "54LX1"
 SEAL_PROCEDURE = f"""
-CREATE OR REPLACE PROCEDURE loopx_append_sealed(
+CREATE OR REPLACE PROCEDURE loopx_append_sealed_v2(
     p_log text, p_now text, p_channel text, p_data bytea, p_starts text,
     p_max_line integer, p_max_batch integer, p_flush boolean,
     INOUT o_seq bigint DEFAULT NULL, INOUT o_hash text DEFAULT NULL,
-    INOUT o_ts text DEFAULT NULL, INOUT o_hashes text[] DEFAULT NULL)
+    INOUT o_ts text DEFAULT NULL, INOUT o_head text DEFAULT NULL)
 LANGUAGE plpgsql AS $fn$
 DECLARE
     s integer[] := string_to_array(p_starts, ',')::integer[];
@@ -130,7 +132,6 @@ BEGIN
     v_ts_item := convert_to('"ts":"' || o_ts || '"', 'UTF8');
     v_end := convert_to('"batch_end":' || (o_seq + n), 'UTF8');
     v_prev := o_hash;
-    o_hashes := '{{}}';
     FOR i IN 1..n LOOP
         -- record i: its id from s[7i-6], the six pieces of its line from s[7i-5] to s[7i+1]
         v_front := substring(p_data FROM s[7*i-5] FOR s[7*i-4] - s[7*i-5]) || v_end
@@ -151,10 +152,10 @@ BEGIN
         VALUES (p_log, o_seq + i, o_seq + n,
                 convert_from(substring(p_data FROM s[7*i-6] FOR s[7*i-5] - s[7*i-6]), 'UTF8'),
                 v_prev, v_hash, o_ts, v_line);
-        o_hashes := o_hashes || v_hash;
         v_prev := v_hash;
     END LOOP;
     UPDATE loopx_head SET seq = o_seq + n, hash = v_prev, ts = o_ts WHERE log = p_log;
+    o_head := v_prev;
     PERFORM pg_notify(p_channel, (o_seq + n)::text);
     IF p_flush THEN
         SET LOCAL synchronous_commit = off;
@@ -192,7 +193,7 @@ UPDATE loopx_head SET seq = %(head_seq)s, hash = %(head_hash)s, ts = %(ts)s
 WHERE log = %(log)s
 RETURNING pg_notify(%(channel)s, %(head_seq)s::text)
 """
-APPEND_SEALED = ("CALL loopx_append_sealed(%b::text, %b::text, %b::text, %b::bytea, %b::text,"
+APPEND_SEALED = ("CALL loopx_append_sealed_v2(%b::text, %b::text, %b::text, %b::bytea, %b::text,"
                  " %b::integer, %b::integer, %b::boolean)")
 # A write whose commit waits for the WAL flush (past every commit before it) under the
 # session's synchronous_commit: a transactional logical message touches no table.
