@@ -282,8 +282,8 @@ def _print_chunks(chunks: list[bytes]) -> None:
         buffer.write(b"".join(chunks) + b"\n")
         buffer.flush()
         return
-    pending = [memoryview(c) for c in chunks if c]
-    pending.append(memoryview(b"\n"))
+    pending: list[bytes | memoryview] = [c for c in chunks if c]
+    pending.append(b"\n")
     first = 0
     while first < len(pending):
         # At most IOV_MAX (1024 on Linux) pieces a call; a call may write fewer bytes.
@@ -292,7 +292,7 @@ def _print_chunks(chunks: list[bytes]) -> None:
             written -= len(pending[first])
             first += 1
         if written:
-            pending[first] = pending[first][written:]
+            pending[first] = memoryview(pending[first])[written:]
 
 
 def _print(line: str) -> None:

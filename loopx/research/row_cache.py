@@ -238,7 +238,14 @@ def _rows(state: State, table: str) -> list[tuple[Any, ...]] | None:
     # encoded again (three copies of megabytes, each costing a big read more than its query).
     columns = ", ".join(f"CAST({c} AS BLOB)" for c in (
         ("frontier",) if table == ROWS else CANDIDATE_KINDS))
-    rows = db.execute(f"SELECT hid, pos, {columns} FROM {table} ORDER BY pos").fetchall()
+    # Read through a small page cache: each page of the megabytes is read once, and reusing a
+    # few page buffers costs less than touching a fresh one for each (about 1 ms of 2.6 MB).
+    (cache_size,) = db.execute("PRAGMA cache_size").fetchone()
+    db.execute("PRAGMA cache_size = 16")
+    try:
+        rows = db.execute(f"SELECT hid, pos, {columns} FROM {table} ORDER BY pos").fetchall()
+    finally:
+        db.execute(f"PRAGMA cache_size = {int(cache_size)}")
     parts = slice(1, 2) if table == ROWS else slice(2, 5)
     newer = {hid: _printed(hid, row, parts) for hid, row in kept.items()}
     if dirty:
