@@ -76,9 +76,16 @@ def saved_on_file(state: State) -> bool:
 
 def loaded_delta(state: State) -> dict[str, Any] | None:
     """The delta (:mod:`loopx.kernel.checkpoint_delta`) ``state`` was loaded with or last saved
-    as, parsed anew (the fold has changed the objects it loaded since), or None."""
+    as, parsed from its bytes (the fold has changed the objects it loaded since), or None. Read
+    only: the answer is shared by every caller."""
     data = getattr(state, "delta", None)
-    return None if data is None else json.loads(data)
+    if data is None:
+        return None
+    parsed = getattr(state, "delta_parsed", None)
+    if parsed is None or parsed[0] is not data:  # parsed once per delta (callers only read)
+        parsed = (data, json.loads(data))
+        state.delta_parsed = parsed  # type: ignore[attr-defined]
+    return parsed[1]  # type: ignore[no-any-return]
 
 
 def _since_delta(keys: set[str], table: LazyTable, change: dict[str, Any]) -> set[str]:
