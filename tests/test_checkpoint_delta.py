@@ -12,6 +12,7 @@ from test_checkpoint_lazy import VERSION, change, load, state
 
 from loopx.kernel import checkpoint_delta
 from loopx.kernel.checkpoint import load_checkpoint, save_checkpoint
+from loopx.kernel.checkpoint_changes import changes_since_load, loaded_delta
 from loopx.kernel.checkpoint_delta import delta_path
 from loopx.kernel.fold import State
 from loopx.kernel.store import MemoryStore
@@ -123,3 +124,56 @@ def test_a_table_empty_when_loaded_is_saved_whole(tmp_path: Path, monkeypatch: A
     del loaded["lanes"]["empty"]["a"]  # gone since that file was written
     assert save_checkpoint(path, loaded, VERSION, full=False)
     assert load(path)["lanes"]["empty"] == {"b": 2}
+
+
+def test_what_changed_since_the_delta_a_state_was_loaded_with(tmp_path: Path,
+                                                              monkeypatch: Any) -> None:
+    path = tmp_path / "cp.sqlite"
+    partly, _ = changed(path)
+    partly["lanes"]["empty"].update(a=1, b=2)  # empty in the file: the delta holds it whole
+    assert save_checkpoint(path, partly, VERSION, full=False)
+    loaded = load(path)
+    assert changes_since_load(loaded, since_delta=True) == {}
+    assert changes_since_load(loaded) == {
+        "lanes/todos": {"t005", "t010", "t020", "t030", "t040", "t999"},
+        "lanes/empty": {"a", "b"}, "kernel/records": None}
+    todos = loaded["lanes"]["todos"]
+    todos["t010"]["status"] = "open"  # back to the file's row: not the delta's
+    todos["t001"]["status"] = "x"  # a row the delta did not touch
+    todos["t030"] = {"n": 30, "status": "open"}  # removed by the delta, there again
+    del todos["t999"]  # added by the delta, gone
+    assert todos["t005"]["seen"] and todos.get("t020") is None  # read, as the delta has them
+    del loaded["lanes"]["empty"]["a"]
+    loaded["kernel"]["records"] = 52
+    assert changes_since_load(loaded, since_delta=True) == {
+        "lanes/todos": {"t001", "t010", "t030", "t999"}, "lanes/empty": {"a"},
+        "kernel/records": None}
+    # Saved as a delta again: what changed is measured from that one now.
+    assert save_checkpoint(path, loaded, VERSION, full=False)
+    assert changes_since_load(loaded, since_delta=True) == {}
+    todos["t002"]["status"] = "y"
+    assert changes_since_load(loaded, since_delta=True) == {"lanes/todos": {"t002"}}
+    # After a whole save the file it was loaded from is no longer its base: nothing is said.
+    monkeypatch.setattr(checkpoint_delta, "DELTA_MAX_BYTES", 10)
+    assert save_checkpoint(path, loaded, VERSION)
+    assert changes_since_load(loaded, since_delta=True) is None
+    assert changes_since_load(loaded) is not None  # from the file it was loaded from, still
+
+
+def test_a_delta_keeps_what_domains_derive_while_it_stays_small(tmp_path: Path) -> None:
+    path = tmp_path / "cp.sqlite"
+    partly, _ = changed(path)
+
+    def derived(state: State) -> dict[str, Any]:
+        return {"mine": {"at": state.seq}}
+
+    assert save_checkpoint(path, partly, VERSION, full=False, delta_extras=[derived])
+    assert json.loads(delta_path(path).read_bytes())["extras"] == {"mine": {"at": 51}}
+    assert loaded_delta(load(path))["extras"] == {"mine": {"at": 51}}  # type: ignore[index]
+
+    def too_big(state: State) -> dict[str, Any]:
+        return {"mine": "x" * checkpoint_delta.DELTA_MAX_BYTES}
+
+    assert save_checkpoint(path, partly, VERSION, full=False, delta_extras=[too_big])
+    delta = json.loads(delta_path(path).read_bytes())
+    assert "extras" not in delta and delta["entries"]["kernel"]["records"] == 51

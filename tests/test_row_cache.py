@@ -7,7 +7,10 @@ direct command path answers what the click command answers, without click or the
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,7 @@ from test_cold_imports import cold
 
 from loopx.cli import cli
 from loopx.kernel.checkpoint_changes import changes_since_load, loaded_db
+from loopx.kernel.checkpoint_delta import delta_path
 from loopx.kernel.checks import Credentials
 from loopx.kernel.fold import State
 from loopx.kernel.ledger import Ledger
@@ -221,3 +225,109 @@ def test_the_direct_path_takes_only_the_plain_json_forms(tmp_path: Path) -> None
     clicked = CliRunner().invoke(cli, ["-C", str(tmp_path), "frontier", "--json"])
     assert direct["code"] == clicked.exit_code != 0
     assert json.loads(direct["out"]) == json.loads(clicked.stdout)
+
+
+def kept_rows(ws: Workspace) -> dict[str, Any]:
+    """The frontier rows the checkpoint's delta keeps, by hypothesis."""
+    path = ws.ledger().checkpoint_path
+    assert path is not None
+    delta = json.loads(delta_path(path).read_bytes())
+    extra = delta["extras"][row_cache.EXTRA]
+    assert extra["cursor"] == delta["cursor"]
+    return dict(extra["rows"])
+
+
+def test_a_delta_save_keeps_the_rows_it_changed_and_none_is_served_stale(
+        research: tuple[Workspace, ResearchLoop]) -> None:
+    ws, loop = research
+    loop.judge("h-d", "dev")
+    decide(loop.ledger, loop.agents["ev"], "h-a", "promoted")
+    checkpoint(ws)  # loaded the whole file, folded the tail, saved a delta beside it
+    kept = kept_rows(ws)
+    assert {"h-a", "h-d"} <= kept.keys()
+    ledger, state = loaded(ws)
+    assert row_cache._since(state) == (kept, set())  # nothing left to recompute
+    assert (row_cache.frontier_text(state), row_cache.candidates_text(state)) == rebuilt(ws)
+    ledger.store.close()
+
+    # Records after that save, one changing a kept row and one a row the file keeps: both
+    # recomputed by the reader, never printed as kept.
+    loop.judge("h-d", "dev")
+    decide(loop.ledger, loop.agents["ev"], "h-b", "retired", reason="contradicted")
+    ledger, state = loaded(ws)
+    found = row_cache._since(state)
+    assert found is not None and {"h-b", "h-d"} <= found[1]
+    frontier_text, candidates_text = (row_cache.frontier_text(state),
+                                      row_cache.candidates_text(state))
+    assert (frontier_text, candidates_text) == rebuilt(ws)
+    now = {h["hypothesis_id"]: row_cache.dumps(h)
+           for h in json.loads(frontier_text)["hypotheses"]}
+    assert now["h-d"] != kept["h-d"][1]  # the kept row is stale now: it must not be printed
+    ledger.store.close()
+
+    # Saved again as a delta of the same file: it keeps the rows of both saves, at its head.
+    checkpoint(ws)
+    assert {"h-a", "h-b", "h-d"} <= kept_rows(ws).keys()
+    assert kept_rows(ws)["h-d"][1] == now["h-d"]
+    ledger, state = loaded(ws)
+    assert row_cache._since(state) is not None and row_cache._since(state)[1] == set()
+    assert (row_cache.frontier_text(state), row_cache.candidates_text(state)) == rebuilt(ws)
+    ledger.store.close()
+
+
+def test_kept_rows_that_do_not_name_the_deltas_state_are_not_read(
+        research: tuple[Workspace, ResearchLoop]) -> None:
+    ws, loop = research
+    loop.judge("h-d", "dev")
+    decide(loop.ledger, loop.agents["ev"], "h-a", "promoted")
+    checkpoint(ws)
+    path = delta_path(ws.ledger().checkpoint_path)  # type: ignore[arg-type]
+    good = json.loads(path.read_bytes())
+    extra = good["extras"][row_cache.EXTRA]
+    for bad in ({**extra, "cursor": {**extra["cursor"], "seq": 1}}, {**extra, "stamp": "0/0"}):
+        # Stale rows (a wrong text for h-d) under a wrong cursor or stamp: never printed.
+        rows = {**extra["rows"], "h-d": [extra["rows"]["h-d"][0], '{"stale": true}',
+                                         None, None, None, []]}
+        path.write_text(json.dumps({**good, "extras": {row_cache.EXTRA: {**bad, "rows": rows}}}))
+        ledger, state = loaded(ws)
+        assert row_cache._kept(state) is None
+        assert {"h-a", "h-d"} <= row_cache._since(state)[1]  # type: ignore[index]
+        assert (row_cache.frontier_text(state), row_cache.candidates_text(state)) == rebuilt(ws)
+        ledger.store.close()
+
+
+@pytest.mark.parametrize("command", ["frontier", "candidates"])
+def test_the_installed_command_writes_to_a_pipe_what_click_prints(
+        research: tuple[Workspace, ResearchLoop], command: str) -> None:
+    ws, loop = research
+    loop.judge("h-d", "dev")
+    checkpoint(ws)  # a delta keeping rows
+    loop.judge("h-d", "dev")
+    done = subprocess.run([sys.executable, "-m", "loopx.cli", "-C", str(ws.root), command,
+                           "--json"], capture_output=True, check=True)
+    clicked = CliRunner().invoke(cli, ["-C", str(ws.root), command, "--json"])
+    assert done.stdout == clicked.stdout_bytes
+    assert done.stdout.decode() == rebuilt(ws)[0 if command == "frontier" else 1] + "\n"
+
+
+def test_an_answer_in_pieces_goes_out_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    from loopx.cli import direct
+
+    pieces = [f"{n:05d}, ".encode() for n in range(3000)] + [b"", "\u00e9".encode()]
+    read_end, write_end = os.pipe()
+    out = open(write_end, "w", encoding="utf-8")  # noqa: SIM115 (closed below)
+    calls: list[int] = []
+
+    def short(fd: int, buffers: list[Any]) -> int:
+        # As a write a signal interrupts: only part of what was asked.
+        calls.append(len(buffers))
+        return os.write(fd, b"".join(buffers)[:777])
+
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(os, "writev", short)
+    direct._print_chunks(pieces)
+    monkeypatch.undo()
+    out.close()
+    with open(read_end, "rb") as got:
+        assert got.read() == b"".join(pieces) + b"\n"
+    assert len(calls) > 1 and max(calls) <= 1024

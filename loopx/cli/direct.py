@@ -139,8 +139,8 @@ def _run_read(workspace: str | None, body: Callable[[Any], dict[str, Any]],
         tool_ctx.close()
 
 
-def _projection(name: str) -> Callable[[str | None, Options], str]:
-    def run(workspace: str | None, opts: Options) -> str:
+def _projection(name: str) -> Callable[[str | None, Options], list[bytes]]:
+    def run(workspace: str | None, opts: Options) -> list[bytes]:
         # The same output as the tools frontier.show and candidates.list, as JSON text.
         from loopx.kernel.gc_pause import paused_gc
         from loopx.research import row_cache
@@ -149,7 +149,7 @@ def _projection(name: str) -> Callable[[str | None, Options], str]:
         ledger = find_workspace(workspace).ledger()
         try:
             with paused_gc():  # the state and the rows hold no cycles (loopx.kernel.gc_pause)
-                return getattr(row_cache, f"{name}_text")(ledger.state())
+                return getattr(row_cache, f"{name}_chunks")(ledger.state())
         finally:
             ledger.store.close()
 
@@ -157,7 +157,8 @@ def _projection(name: str) -> Callable[[str | None, Options], str]:
 
 
 # Each returns the answer as JSON data or text, or None to leave the command to click.
-COMMANDS: dict[str, Callable[[str | None, Options], dict[str, Any] | str | Text | None]] = {
+COMMANDS: dict[str, Callable[[str | None, Options],
+                             dict[str, Any] | list[bytes] | Text | None]] = {
     "quota should-run": _should_run, "status": _status, "frontier": _projection("frontier"),
     "candidates": _projection("candidates"), "board": _board}
 
@@ -222,8 +223,10 @@ def run(argv: list[str]) -> int | None:
             _write(sys.stdout, out.out)
             _write(sys.stderr, out.note)
             return 0
-        _print(out if isinstance(out, str) else json.dumps(out, sort_keys=True,
-                                                            ensure_ascii=False))
+        if isinstance(out, list):
+            _print_chunks(out)
+        else:
+            _print(json.dumps(out, sort_keys=True, ensure_ascii=False))
     except LoopxError as exc:
         if command in TEXT:
             return _fail_text(exc)
@@ -261,6 +264,35 @@ def _write(stream: Any, text: str) -> None:
     """``text`` on ``stream`` as click.echo writes it (no escapes in it: see :data:`TEXT`)."""
     stream.write(text)
     stream.flush()
+
+
+def _print_chunks(chunks: list[bytes]) -> None:
+    """A line given as UTF-8 pieces (a projection's kept rows): written as they are, without
+    joining megabytes into one copy first, when stdout is a file taking UTF-8."""
+    out = sys.stdout
+    buffer = getattr(out, "buffer", None)
+    if buffer is None or not _utf8(out):
+        _print(b"".join(chunks).decode())
+        return
+    out.flush()
+    buffer.flush()
+    try:
+        fd = buffer.fileno()
+    except (OSError, ValueError):  # not a file (a test's captured stream): one write
+        buffer.write(b"".join(chunks) + b"\n")
+        buffer.flush()
+        return
+    pending: list[bytes | memoryview] = [c for c in chunks if c]
+    pending.append(b"\n")
+    first = 0
+    while first < len(pending):
+        # At most IOV_MAX (1024 on Linux) pieces a call; a call may write fewer bytes.
+        written = os.writev(fd, pending[first:first + 1024])
+        while first < len(pending) and written >= len(pending[first]):
+            written -= len(pending[first])
+            first += 1
+        if written:
+            pending[first] = memoryview(pending[first])[written:]
 
 
 def _print(line: str) -> None:

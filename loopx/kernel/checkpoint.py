@@ -44,6 +44,10 @@ CHECKPOINT_FORMAT = 2
 SAVE_EXTRA = "checkpoint.save"
 # A hook (new file, the state, the file it was loaded from if the new one copies it, else None).
 SaveExtra = Callable[["sqlite3.Connection", State, "sqlite3.Connection | None"], None]
+# The extension point whose hooks add what a domain derives from the state to a delta save
+# (``extras``): each returns a dict of JSON values to merge in, or None.
+DELTA_EXTRA = "checkpoint.delta"
+DeltaExtra = Callable[[State], "dict[str, Any] | None"]
 _SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     # One row per value under a part: ``is_table`` rows hold their entries in ``rows``.
@@ -92,13 +96,15 @@ def load_checkpoint(path: Path, store: Store, version: str, *,
             parts.setdefault(part, {})[name] = (
                 LazyTable(TableSource(db, f"{part}/{name}")) if is_table else json.loads(body))
         base_id = meta.get("base_id")
-        delta = read_delta(path, base_id, version) if use_delta else None
-        if delta is not None:
+        found = read_delta(path, base_id, version) if use_delta else None
+        applied = None
+        if found is not None:
+            delta, data = found
             try:
                 ahead = Cursor.from_json(delta["cursor"])
                 if store.cursor_matches(ahead):
                     apply_delta(parts, delta)
-                    cursor = ahead
+                    cursor, applied = ahead, data
             except (KeyError, TypeError, ValueError, AttributeError):
                 db.close()  # a delta that does not fit its base: the base alone
                 return load_checkpoint(path, store, version, use_delta=False)
@@ -111,7 +117,7 @@ def load_checkpoint(path: Path, store: Store, version: str, *,
     if not store.cursor_matches(cursor):
         db.close()
         return None, "checkpoint disagrees with the log"
-    return _Loaded(cursor, parts, db, base_id), "checkpoint used"
+    return _Loaded(cursor, parts, db, base_id, applied), "checkpoint used"
 
 
 def _close(db: sqlite3.Connection | None) -> None:
@@ -123,26 +129,32 @@ class _Loaded(State):
     """A state read from a checkpoint file, which it keeps open for its lazy tables."""
 
     def __init__(self, cursor: Cursor, parts: dict[str, dict[str, Any]],
-                 db: sqlite3.Connection, base_id: str | None) -> None:
+                 db: sqlite3.Connection, base_id: str | None, delta: bytes | None) -> None:
         super().__init__(cursor, parts)
         self.db = db
         self.base_id = base_id  # the base file its unchanged rows are those of
+        self.db_base_id = base_id  # the one ``db`` is (a whole save since writes another)
+        # The delta of ``base_id`` last read or written, as its bytes: what the state was when
+        # loaded, or when last saved (read only by loopx.kernel.checkpoint_changes).
+        self.delta = delta
 
 
 def save_checkpoint(path: Path, state: State, version: str, *, full: bool = True,
-                    extras: Sequence[SaveExtra] = ()) -> bool:
+                    extras: Sequence[SaveExtra] = (),
+                    delta_extras: Sequence[DeltaExtra] = ()) -> bool:
     """Save ``state`` as the checkpoint at ``path``; whether it was saved.
 
     A state loaded from a checkpoint whose changes since are few is saved as a delta of that
     file (:mod:`loopx.kernel.checkpoint_delta`). Otherwise, if ``full``: write a new file beside
     ``path`` (a state loaded from a checkpoint copies that file's unchanged rows), fsync it,
     rename it over ``path`` and fsync the directory. Each of ``extras`` adds its own tables to a
-    whole file in the same transaction.
+    whole file in the same transaction; each of ``delta_extras`` adds its part to a delta.
     """
     if isinstance(state, _Loaded):
-        data = delta_of(state, state.base_id, version)
+        data = delta_of(state, state.base_id, version, delta_extras)
         if data is not None:
             write_delta(path, data)
+            state.delta = data
             return True
     if not full:
         return False
@@ -150,6 +162,7 @@ def save_checkpoint(path: Path, state: State, version: str, *, full: bool = True
     _save_whole(path, state, version, base_id, extras)
     if isinstance(state, _Loaded):
         state.base_id = base_id  # its unchanged rows are those of the new file too
+        state.delta = None
     delta_path(path).unlink(missing_ok=True)  # it names the old file: ignored, but tidy
     return True
 

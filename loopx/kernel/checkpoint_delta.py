@@ -4,14 +4,16 @@ beside that file, so a checkpoint can follow the log closely without rewriting t
 A delta is a small JSON file (``state.sqlite.delta`` beside ``state.sqlite``) naming the base
 file it applies to (the ``base_id`` every full save writes anew), the cursor it reaches, every
 plain value, and per table the rows changed (in place or replaced, or new) and the keys deleted
-since the base. It is written whole to a temp file, fsynced and renamed, like the base. A delta
-for another base, fold version or format is ignored (the base alone still holds); deleting it
-changes only speed.
+since the base, and what domains derive from that state (``extras``: the frontier rows, see
+:mod:`loopx.research.row_cache`). It is written whole to a temp file, fsynced and renamed, like
+the base. A delta for another base, fold version or format is ignored (the base alone still
+holds); deleting it changes only speed.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,19 +31,21 @@ def delta_path(path: Path) -> Path:
     return path.with_name(path.name + ".delta")
 
 
-def read_delta(path: Path, base_id: str | None, version: str) -> dict[str, Any] | None:
-    """The delta of the base ``base_id`` at ``path``, if there is a usable one."""
+def read_delta(path: Path, base_id: str | None,
+               version: str) -> tuple[dict[str, Any], bytes] | None:
+    """The delta of the base ``base_id`` at ``path``, if there is a usable one, and its bytes."""
     if base_id is None:
         return None
     try:
-        delta = json.loads(delta_path(path).read_bytes())
+        data = delta_path(path).read_bytes()
+        delta = json.loads(data)
     except (OSError, ValueError):
         return None
     if not isinstance(delta, dict) or (delta.get("delta_format"), delta.get("base_id"),
                                        delta.get("fold_version")) != (DELTA_FORMAT, base_id,
                                                                       version):
         return None
-    return delta
+    return delta, data
 
 
 def apply_delta(parts: dict[str, dict[str, Any]], delta: dict[str, Any]) -> None:
@@ -65,9 +69,14 @@ def apply_delta(parts: dict[str, dict[str, Any]], delta: dict[str, Any]) -> None
         table.preload(dict(change["rows"]), list(change["deleted"]))
 
 
-def delta_of(state: State, base_id: str | None, version: str) -> bytes | None:
+def delta_of(state: State, base_id: str | None, version: str,
+             extras: Sequence[Callable[[State], dict[str, Any] | None]] = ()) -> bytes | None:
     """The delta that takes the base ``base_id`` to ``state``, encoded; None when ``state`` is
-    not its base plus changed rows (a table read whole) or the delta would be too big."""
+    not its base plus changed rows (a table read whole) or the delta would be too big.
+
+    Each of ``extras`` may add what a domain derives from ``state`` (under ``extras``), kept
+    only while the delta stays small enough with it.
+    """
     if base_id is None:
         return None
     dumps = json.JSONEncoder(separators=(",", ":")).encode
@@ -88,10 +97,19 @@ def delta_of(state: State, base_id: str | None, version: str) -> bytes | None:
             rows = value.changes(dumps)
             if rows or value.deleted:
                 tables[f"{part_name}/{name}"] = {"rows": rows, "deleted": sorted(value.deleted)}
-    data = dumps({"delta_format": DELTA_FORMAT, "base_id": base_id, "fold_version": version,
-                  "cursor": state.cursor.to_json(), "entries": entries,
-                  "tables": tables}).encode()
-    return data if len(data) <= DELTA_MAX_BYTES else None
+    delta = {"delta_format": DELTA_FORMAT, "base_id": base_id, "fold_version": version,
+             "cursor": state.cursor.to_json(), "entries": entries, "tables": tables}
+    data = dumps(delta).encode()
+    if len(data) > DELTA_MAX_BYTES:
+        return None
+    added: dict[str, Any] = {}
+    for extra in extras:
+        added.update(extra(state) or {})
+    if added:
+        with_extras = dumps({**delta, "extras": added}).encode()
+        if len(with_extras) <= DELTA_MAX_BYTES:
+            return with_extras
+    return data
 
 
 def write_delta(path: Path, data: bytes) -> None:

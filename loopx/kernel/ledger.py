@@ -13,7 +13,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from loopx.kernel.checkpoint import SAVE_EXTRA, load_checkpoint, save_checkpoint
+from loopx.kernel.checkpoint import (
+    DELTA_EXTRA,
+    SAVE_EXTRA,
+    load_checkpoint,
+    save_checkpoint,
+)
 from loopx.kernel.domains import Domains, View, installed
 from loopx.kernel.errors import ResearchRefused, WorkspaceError
 from loopx.kernel.fold import (
@@ -90,7 +95,8 @@ class Ledger:
                 # delta would be due (a fold from the first record has no file to delta from).
                 saved = save_checkpoint(self.checkpoint_path, state, self.version,
                                         full=ahead >= every or self._saved_seq == 0,
-                                        extras=self.domains.extensions(SAVE_EXTRA))
+                                        extras=self.domains.extensions(SAVE_EXTRA),
+                                        delta_extras=self.domains.extensions(DELTA_EXTRA))
                 if saved:
                     self._saved_seq = state.seq
                 self._no_delta = not saved

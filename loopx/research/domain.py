@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from loopx.kernel.checkpoint import SAVE_EXTRA
+from loopx.kernel.checkpoint import DELTA_EXTRA, SAVE_EXTRA
 from loopx.kernel.domains import Domain, Hook
 from loopx.kernel.errors import ResearchRefused
 from loopx.research import claims, research_plan, state
@@ -93,6 +93,7 @@ DOMAIN = Domain(
     extensions={PASS_OVER: claims.pass_over, CLAIM_CHECK: claims.check_claim,
                 CLAIM_DATA: claims.split_data,
                 SUCCESSOR_CONDITIONS: Hook("loopx.research.conditions", "successor_conditions"),
-                # The frontier rows and candidates, kept with each checkpoint.
-                SAVE_EXTRA: Hook("loopx.research.row_cache", "save_rows")},
+                # The frontier rows and candidates, kept with each checkpoint and delta.
+                SAVE_EXTRA: Hook("loopx.research.row_cache", "save_rows"),
+                DELTA_EXTRA: Hook("loopx.research.row_cache", "delta_rows")},
 )
