@@ -88,20 +88,21 @@ END
 $fn$;
 """
 # The append of a plain batch (no write checks to run against the head), sealed by the server
-# under the head row's lock in one statement, so that concurrent writers never rebuild against
-# a head that moved. The client sends each record's id and its canonical line in the six
-# pieces between its store fields (postgres_rows.pieces), all in one bytea with a text of the
-# offsets where the pieces start (two scalars cost far less to send than arrays). The
-# procedure fills the store fields exactly as base.seal does, hashes each line without its
-# hash, and answers with the head it sealed on, the ts and the new head's hash, which the
-# client checks by sealing the batch itself (the last hash covers every line before it). With p_flush, its COMMIT does not wait for the WAL flush, so the
-# head row is held only for the work above; then, in a second transaction, a logical message
-# is written whose commit waits (under the session's synchronous_commit) for the flush of all
-# WAL before it, this batch included, before the answer goes out. Without p_flush (tests, in
-# an explicit transaction) the caller commits. A batch over the size limits raises SIZE_STATE
-# and nothing is written: the client seals it itself for the exact refusal.
-# The version is in the routine's name: a procedure's INOUT parameters are part of its identity,
-# so a changed signature under the same name would be an overload the server cannot choose from.
+# under the head row's lock in one CALL, so that concurrent writers never rebuild against a
+# head that moved. The client sends each record's id and its canonical line in the six pieces
+# between its store fields (postgres_rows.pieces), all in one bytea with a text of the offsets
+# where the pieces start (two scalars cost far less to send than arrays). The procedure fills
+# the store fields exactly as base.seal does, hashes each line without its hash, and answers
+# with the head it sealed on, the ts and the new head's hash, which the client checks by sealing
+# the batch itself (the last hash covers every line before it). With p_flush, its COMMIT does
+# not wait for the WAL flush, so the head row is held only for the work above; then, in a
+# second transaction, a logical message is written whose commit waits (under the session's
+# synchronous_commit) for the flush of all WAL before it, this batch included, before the
+# answer goes out. Without p_flush (tests, in an explicit transaction) the caller commits. A
+# batch over the size limits raises SIZE_STATE and nothing is written: the client seals it
+# itself for the exact refusal. The version is in the routine's name: a procedure's INOUT
+# parameters are part of its identity, so a changed signature under the same name would be an
+# overload the server cannot choose between.
 SIZE_STATE = "54LX1"
 SEAL_PROCEDURE = f"""
 CREATE OR REPLACE PROCEDURE loopx_append_sealed_v2(
