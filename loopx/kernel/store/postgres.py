@@ -6,8 +6,8 @@ per record: the exact canonical line, its seq, batch_end, record_id, prev_hash, 
 and ``loopx_head`` (one row per log: the committed head). Appends (postgres_append.py) commit
 only on the head their batch was built and sealed against; the caller is told the records are
 stored only once COMMIT has returned and the WAL is flushed past it. This module reads,
-waits, and loads copied logs. The schema is in postgres_sql.py, the connection and its retries in
-postgres_session.py.
+waits, and loads copied logs. The schema is in postgres_sql.py, the connection and its retries
+in postgres_session.py.
 """
 
 from __future__ import annotations

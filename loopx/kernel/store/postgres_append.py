@@ -165,12 +165,12 @@ class PgAppender(PgSession):
 
         if not batch:
             return []
-        records = [encoded.record for encoded in batch]
+        records, faulting = [e.record for e in batch], bool(os.environ.get(FAULT_ENV))
         params = (self.log, self._clock() if self._clock is not None else None, self.channel,
                   *sealing_input(batch), MAX_RECORD_BYTES, MAX_BATCH_BYTES,
-                  not os.environ.get(FAULT_ENV))  # (under faults the COMMIT is sent apart)
+                  not faulting)  # faulting: the procedure leaves its COMMIT to _round_trip
         try:
-            row = self._round_trip(conn, APPEND_SEALED, params, records)
+            row = self._round_trip(conn, APPEND_SEALED, params, records, faulting=faulting)
         except psycopg.Error as exc:
             if getattr(exc, "sqlstate", None) == SIZE_STATE:
                 refuse_size(batch, self._seen or Cursor())
@@ -203,13 +203,15 @@ class PgAppender(PgSession):
         records = self._build(head, now, batch)
         if not records:
             # Nothing to write is a decision too: it must have been made at the real head.
-            return [] if fresh or _same(self._read_head(conn), head) else None
+            now_head = head if fresh else self._read_head(conn)
+            return [] if (now_head.seq, now_head.hash) == (head.seq, head.hash) else None
         sealed = seal([records], head, now)
         lines = sealed.data.split(b"\n")[:-1]
         params = (self.log, head.seq, head.hash, None if self._clock else clock, CLOCK_SLACK,
                   self.channel, sealed.head_hash, sealed.head_ts, CATCH_UP,
                   *columns(sealed.records).values(), lines)
-        row = self._round_trip(conn, APPEND, params, sealed.records)
+        row = self._round_trip(conn, APPEND, params, sealed.records,
+                               faulting=bool(os.environ.get(FAULT_ENV)))
         if row is None:
             return self._committed(conn, sealed.records)
         status, seq, digest, ts, server_now, ahead = row
@@ -229,9 +231,10 @@ class PgAppender(PgSession):
         return None
 
     def _round_trip(self, conn: psycopg.Connection[Any], query: str, params: tuple[Any, ...],
-                    records: list[Record]) -> tuple[Any, ...] | None:
-        """Send one statement that commits ``records`` and answers once they are flushed; None
-        when their record ids were stored already (a duplicate, or this batch retried).
+                    records: list[Record], *, faulting: bool) -> tuple[Any, ...] | None:
+        """Send one statement that commits ``records`` and answers once they are flushed (in an
+        explicit transaction split by the fault hooks when ``faulting``: tests); None when their
+        record ids were stored already (a duplicate, or this batch retried).
 
         Raises:
             _Unknown: the connection failed while the statement was on its way.
@@ -242,7 +245,7 @@ class PgAppender(PgSession):
         action = None
         committing = False
         try:
-            if os.environ.get(FAULT_ENV):  # tests: the same call in an explicit transaction
+            if faulting:
                 with conn.pipeline():
                     conn.execute("BEGIN")
                     cur = conn.execute(query, params)
@@ -394,7 +397,3 @@ class PgAppender(PgSession):
 def _conflict(seq: int, expected: int) -> ConflictError:
     return ConflictError(f"log is at seq {seq}, not the expected {expected}",
                          hint="re-read the log and retry")
-
-
-def _same(a: Cursor, b: Cursor) -> bool:
-    return (a.seq, a.hash) == (b.seq, b.hash)

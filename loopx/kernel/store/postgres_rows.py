@@ -76,7 +76,8 @@ def pieces(encoded: Encoded) -> list[bytes]:
     ``loopx_append_sealed_v2`` joins around them: before ``batch_end``, up to ``hash``, up to
     ``prev_hash``, up to ``seq``, up to ``ts``, and after it (commas included)."""
     items, slots = encoded.items, encoded.slots
-    end, digest, prev, seq, ts = (slots[k] for k in ("batch_end", "hash", "prev_hash", "seq", "ts"))
+    end, digest, prev, seq, ts = (slots[k]
+                                  for k in ("batch_end", "hash", "prev_hash", "seq", "ts"))
 
     def between(a: int, b: int) -> bytes:
         return b"".join(b"," + item for item in items[a + 1:b])
