@@ -223,9 +223,9 @@ def differences(got: State, want: State) -> list[str]:
     out = [] if got.seq == want.seq else [f"seq {got.seq} != {want.seq}"]
     # First, while the state is as its catch-up left it: the commands' text, from the rows
     # kept with the checkpoint where the state was loaded from one (loopx.research.row_cache).
-    out += [name for name, text in (("frontier text", row_cache.frontier_text),
-                                    ("candidates text", row_cache.candidates_text))
-            if text(got) != text(want)]
+    out += [name for name, chunks in (("frontier text", row_cache.frontier_chunks),
+                                      ("candidates text", row_cache.candidates_chunks))
+            if b"".join(chunks(got)) != b"".join(chunks(want))]
     mine, theirs = projections(got), projections(want)
     out += [name for name in mine if mine[name] != theirs[name]]
     out += [f"lanes.{name}" for name in SLICES if got["lanes"][name] != want["lanes"][name]]

@@ -73,6 +73,20 @@ def rebuilt(ws: Workspace) -> tuple[str, str]:
             row_cache.dumps({"head_seq": state.seq, **candidates(view)}))
 
 
+def printed(state: State) -> tuple[str, str]:
+    """What ``frontier --json`` and ``candidates --json`` print for ``state`` (no newline)."""
+    return (b"".join(row_cache.frontier_chunks(state)).decode(),
+            b"".join(row_cache.candidates_chunks(state)).decode())
+
+
+def run_and_promote_then_save(ws: Workspace, loop: ResearchLoop) -> None:
+    """A dev run of h-d and h-a's promotion after the checkpoint, then a save: the ledger loads
+    the whole file, folds the tail and saves a delta beside it."""
+    loop.judge("h-d", "dev")
+    decide(loop.ledger, loop.agents["ev"], "h-a", "promoted")
+    checkpoint(ws)
+
+
 def loaded(ws: Workspace) -> tuple[Ledger, State]:
     ledger = ws.ledger()
     state = ledger.state()
@@ -92,13 +106,13 @@ def test_after_new_records_only_the_touched_rows_are_recomputed(
     ws, loop = research
     ledger, state = loaded(ws)
     assert dirty(state) == set()  # at the head: every row as stored
-    assert (row_cache.frontier_text(state), row_cache.candidates_text(state)) == rebuilt(ws)
+    assert printed(state) == rebuilt(ws)
     ledger.store.close()
 
     loop.judge("h-d", "dev")  # one new record, about one hypothesis
     ledger, state = loaded(ws)
     assert dirty(state) == {"h-d"}
-    assert (row_cache.frontier_text(state), row_cache.candidates_text(state)) == rebuilt(ws)
+    assert printed(state) == rebuilt(ws)
     ledger.store.close()
 
     # A decision, a new hypothesis and another run, all after the checkpoint.
@@ -107,8 +121,7 @@ def test_after_new_records_only_the_touched_rows_are_recomputed(
     loop.run("h-e", "dev", [0.95, 0.95, 0.96])
     ledger, state = loaded(ws)
     assert {"h-b", "h-d", "h-e"} <= (dirty(state) or set())
-    frontier_text, candidates_text = (row_cache.frontier_text(state),
-                                      row_cache.candidates_text(state))
+    frontier_text, candidates_text = printed(state)
     assert (frontier_text, candidates_text) == rebuilt(ws)
     assert [h["hypothesis_id"] for h in json.loads(frontier_text)["hypotheses"]] == [
         "h-a", "h-b", "h-c", "h-d", "h-e"]
@@ -118,15 +131,13 @@ def test_after_new_records_only_the_touched_rows_are_recomputed(
 def test_a_checkpoint_save_brings_the_rows_to_its_state(
         research: tuple[Workspace, ResearchLoop]) -> None:
     ws, loop = research
-    loop.judge("h-d", "dev")
-    decide(loop.ledger, loop.agents["ev"], "h-a", "promoted")
-    checkpoint(ws)  # loaded the old checkpoint, folded the tail, saved
+    run_and_promote_then_save(ws, loop)
     ledger, state = loaded(ws)
     # A save that writes the file anew recomputes the touched rows into it: none left to a
     # reader. One that keeps the old file and saves only the changed state rows beside it
     # leaves the reader the rows those rows touched, and no others.
     assert dirty(state) <= {"h-a", "h-d"}
-    assert (row_cache.frontier_text(state), row_cache.candidates_text(state)) == rebuilt(ws)
+    assert printed(state) == rebuilt(ws)
     ledger.store.close()
 
 
@@ -149,7 +160,7 @@ def test_rows_that_do_not_name_the_checkpoints_state_are_not_read(
         db = loaded_db(state)
         assert db is not None and not row_cache._valid(db)
         assert row_cache._rows(state, row_cache.ROWS) is None
-        assert (row_cache.frontier_text(state), row_cache.candidates_text(state)) == rebuilt(ws)
+        assert printed(state) == rebuilt(ws)
         ledger.store.close()
         db = sqlite3.connect(path)
         with db:
@@ -208,7 +219,7 @@ def test_a_failing_projection_costs_the_rows_never_the_checkpoint(
     assert db is not None and not row_cache._valid(db)
     saved = json.loads(db.execute("SELECT value FROM meta WHERE key = 'cursor'").fetchone()[0])
     assert saved["seq"] == loop.ledger.store.head().seq  # the checkpoint was saved at the head
-    assert (row_cache.frontier_text(state), row_cache.candidates_text(state)) == rebuilt(ws)
+    assert printed(state) == rebuilt(ws)
     ledger.store.close()
 
 
@@ -240,14 +251,12 @@ def kept_rows(ws: Workspace) -> dict[str, Any]:
 def test_a_delta_save_keeps_the_rows_it_changed_and_none_is_served_stale(
         research: tuple[Workspace, ResearchLoop]) -> None:
     ws, loop = research
-    loop.judge("h-d", "dev")
-    decide(loop.ledger, loop.agents["ev"], "h-a", "promoted")
-    checkpoint(ws)  # loaded the whole file, folded the tail, saved a delta beside it
+    run_and_promote_then_save(ws, loop)
     kept = kept_rows(ws)
     assert {"h-a", "h-d"} <= kept.keys()
     ledger, state = loaded(ws)
     assert row_cache._since(state) == (kept, set())  # nothing left to recompute
-    assert (row_cache.frontier_text(state), row_cache.candidates_text(state)) == rebuilt(ws)
+    assert printed(state) == rebuilt(ws)
     ledger.store.close()
 
     # Records after that save, one changing a kept row and one a row the file keeps: both
@@ -257,8 +266,7 @@ def test_a_delta_save_keeps_the_rows_it_changed_and_none_is_served_stale(
     ledger, state = loaded(ws)
     found = row_cache._since(state)
     assert found is not None and {"h-b", "h-d"} <= found[1]
-    frontier_text, candidates_text = (row_cache.frontier_text(state),
-                                      row_cache.candidates_text(state))
+    frontier_text, candidates_text = printed(state)
     assert (frontier_text, candidates_text) == rebuilt(ws)
     now = {h["hypothesis_id"]: row_cache.dumps(h)
            for h in json.loads(frontier_text)["hypotheses"]}
@@ -271,16 +279,14 @@ def test_a_delta_save_keeps_the_rows_it_changed_and_none_is_served_stale(
     assert kept_rows(ws)["h-d"][1] == now["h-d"]
     ledger, state = loaded(ws)
     assert row_cache._since(state) is not None and row_cache._since(state)[1] == set()
-    assert (row_cache.frontier_text(state), row_cache.candidates_text(state)) == rebuilt(ws)
+    assert printed(state) == rebuilt(ws)
     ledger.store.close()
 
 
 def test_kept_rows_that_do_not_name_the_deltas_state_are_not_read(
         research: tuple[Workspace, ResearchLoop]) -> None:
     ws, loop = research
-    loop.judge("h-d", "dev")
-    decide(loop.ledger, loop.agents["ev"], "h-a", "promoted")
-    checkpoint(ws)
+    run_and_promote_then_save(ws, loop)
     path = delta_path(ws.ledger().checkpoint_path)  # type: ignore[arg-type]
     good = json.loads(path.read_bytes())
     extra = good["extras"][row_cache.EXTRA]
@@ -292,7 +298,7 @@ def test_kept_rows_that_do_not_name_the_deltas_state_are_not_read(
         ledger, state = loaded(ws)
         assert row_cache._kept(state) is None
         assert {"h-a", "h-d"} <= row_cache._since(state)[1]  # type: ignore[index]
-        assert (row_cache.frontier_text(state), row_cache.candidates_text(state)) == rebuilt(ws)
+        assert printed(state) == rebuilt(ws)
         ledger.store.close()
 
 

@@ -190,7 +190,8 @@ def delta_rows(state: State) -> dict[str, Any] | None:
                 kept[hid] = None
                 continue
             tracked = TrackedView(lanes)
-            kept[hid] = [*texts(tracked, hid), sorted([tbl, str(key)] for tbl, key in tracked.deps)]
+            deps = sorted([tbl, str(key)] for tbl, key in tracked.deps)
+            kept[hid] = [*texts(tracked, hid), deps]
     except Exception as exc:  # noqa: BLE001
         # As for a whole save: the delta goes without rows, and readers compute as without.
         print(f"loopx: frontier rows not kept with the checkpoint delta: {exc!r}", file=sys.stderr)
@@ -310,13 +311,3 @@ def _listed(entries: list[bytes]) -> list[bytes]:
 
 
 _SEPARATOR = b", "
-
-
-def frontier_text(state: State) -> str:
-    """:func:`frontier_chunks` as one text."""
-    return b"".join(frontier_chunks(state)).decode()
-
-
-def candidates_text(state: State) -> str:
-    """:func:`candidates_chunks` as one text."""
-    return b"".join(candidates_chunks(state)).decode()
