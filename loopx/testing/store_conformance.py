@@ -104,6 +104,19 @@ def test_append_assigns_store_fields(backend: Backend) -> None:
     assert (head.seq, head.hash, head.ts) == (1, record["hash"], record["ts"])
 
 
+def test_store_fields_a_writer_sets_are_the_stores(backend: Backend) -> None:
+    """A writer that fills in store fields itself (a backdated ts, a seq and hashes of its
+    choosing) gets the store's: the batch is sealed as any other and the chain holds."""
+    store = backend.make()
+    [first] = store.append([unsealed(n=0)])
+    forged = {**unsealed(n=1), "seq": 99, "batch_end": 99, "ts": "2000-01-01T00:00:00.000000Z",
+              "prev_hash": "0" * 64, "hash": "f" * 64}
+    [record] = store.append([forged])
+    assert (record["seq"], record["batch_end"], record["prev_hash"]) == (2, 2, first["hash"])
+    assert record["ts"] >= first["ts"] and record["hash"] == record_hash(record)
+    assert _all(store) == [first, record]
+
+
 def test_batch_is_contiguous_and_chained(backend: Backend) -> None:
     store = backend.make()
     store.append([unsealed()])
