@@ -33,6 +33,7 @@ __all__ = [
     "unsealed",
     "test_empty_store",
     "test_append_assigns_store_fields",
+    "test_store_fields_a_writer_sets_are_the_stores",
     "test_batch_is_contiguous_and_chained",
     "test_ts_never_goes_back",
     "test_expect_seq",
