@@ -22,12 +22,16 @@ What it measures
 
     Workers import everything (for loopx, also what loads on a process's first write: the
     record models, the write checks and the domains' hooks) and open their store before a
-    multiprocessing Barrier, so neither imports nor setup are timed. The clock runs from the first worker leaving the barrier to the last one
-    finishing (CLOCK_MONOTONIC is system-wide). --keep keeps every repetition's logs.
+    multiprocessing Barrier, so neither imports nor setup are timed. The clock runs from the
+    first worker leaving the barrier to the last one finishing (CLOCK_MONOTONIC is
+    system-wide). --keep keeps every repetition's logs.
 
 Verdict
     cycles/s = P*N / wall, median over repetitions; loopx/optuna and loopx/raw are medians of
     per-repetition paired ratios. Goal: loopx/optuna >= 2 for every P.
+    Beside them, per side: the user + system CPU of all its worker processes per cycle, and
+    that CPU over wall x CPUs ("busy %"): near 100, a side is bound by the CPUs; far below, by
+    waiting (locks, syncs, sleeps). Kernel threads (the filesystem's journal) are not counted.
 
 Run
     python bench/claim_cycle.py                                            # defaults
@@ -45,6 +49,7 @@ import cProfile
 import fcntl
 import os
 import platform
+import resource
 import shutil
 import statistics
 import sys
@@ -82,11 +87,13 @@ def worker(conn: Any, barrier: Any, sides: list[str]) -> None:
     serve(conn, barrier, lambda job: run_job(job, barrier))
 
 
-def run_job(job: tuple, barrier: Any) -> tuple[float, float, int, dict[str, int]]:
-    """One timed run; returns (monotonic start, monotonic end, cycles done, other reasons)."""
+def run_job(job: tuple, barrier: Any) -> tuple[float, float, int, dict[str, int], float]:
+    """One timed run; returns (monotonic start, monotonic end, cycles done, other reasons,
+    CPU seconds this process spent between the two)."""
     _, side, path, cycles, extra = job
     others: Counter[str] = Counter()
     done = 0
+    cpu0 = cpu1 = 0.0
     if side == "loopx":
         from loopx.kernel.checks import Credentials
         from loopx.workspace import find_workspace
@@ -100,11 +107,11 @@ def run_job(job: tuple, barrier: Any) -> tuple[float, float, int, dict[str, int]
         locks = time_lock(ledger.store) if os.environ.get(LOCKS_ENV) else None
         profiler = cProfile.Profile() if profile_dir else None
         barrier.wait()
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), cpu_seconds()
         if profiler is not None:
             profiler.enable()
         done, others = claim_race.loopx_cycles(ledger, agent_id, creds, cycles)
-        t1 = time.monotonic()
+        t1, cpu1 = time.monotonic(), cpu_seconds()
         if profiler is not None:
             profiler.disable()
             profiler.dump_stats(os.path.join(profile_dir, f"loopx-{agent_id}-{os.getpid()}-"
@@ -124,16 +131,16 @@ def run_job(job: tuple, barrier: Any) -> tuple[float, float, int, dict[str, int]
                    else optuna.samplers.RandomSampler())
         study = optuna.load_study(study_name=STUDY, storage=storage, sampler=sampler)
         barrier.wait()
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), cpu_seconds()
         done = claim_race.optuna_cycles(study, cycles)
-        t1 = time.monotonic()
+        t1, cpu1 = time.monotonic(), cpu_seconds()
     else:
         line = b"x" * (extra - 1) + b"\n"
         lock_fd = os.open(os.path.join(path, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
         fd = os.open(os.path.join(path, "data.jsonl"),
                      os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         barrier.wait()
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), cpu_seconds()
         for _ in range(cycles):
             for _ in range(2):  # the claim, then the completion
                 fcntl.flock(lock_fd, fcntl.LOCK_EX)
@@ -141,10 +148,16 @@ def run_job(job: tuple, barrier: Any) -> tuple[float, float, int, dict[str, int]
                 fcntl.flock(lock_fd, fcntl.LOCK_UN)
                 os.fdatasync(fd)
             done += 1
-        t1 = time.monotonic()
+        t1, cpu1 = time.monotonic(), cpu_seconds()
         os.close(fd)
         os.close(lock_fd)
-    return t0, t1, done, dict(others)
+    return t0, t1, done, dict(others), cpu1 - cpu0
+
+
+def cpu_seconds() -> float:
+    """User + system CPU time of this process (all its threads) so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def time_lock(store: Any) -> list[tuple[int, int, int]]:
@@ -209,35 +222,47 @@ def load_write_path(ledger: Any) -> None:
 
 
 def run_all(pool: Pool, side: str, path: Path, cycles: int, extras: list[Any]
-            ) -> tuple[float, int]:
-    """Run one job per worker (worker i gets extras[i]); return (wall seconds, cycles)."""
+            ) -> tuple[float, int, float]:
+    """Run one job per worker (worker i gets extras[i]); return (wall seconds, cycles, CPU
+    seconds of all the workers)."""
     wall, results = pool.run(side, [("run", side, str(path), cycles, extra) for extra in extras])
     total = sum(r[2] for r in results)
     if total != cycles * len(results):
         others = sum((Counter(r[3]) for r in results), Counter())
         raise RuntimeError(f"{side}: {total} cycles done, expected "
                            f"{cycles * len(results)}; other reasons: {dict(others)}")
-    return wall, total
+    return wall, total, sum(r[4] for r in results)
+
+
+class Rate:
+    """One side's run: cycles/s, CPU per cycle (all workers) and the share of the machine's
+    CPUs the workers kept busy."""
+
+    def __init__(self, wall: float, cycles: int, cpu: float) -> None:
+        self.per_second = cycles / wall
+        self.cpu_us = 1e6 * cpu / cycles
+        self.busy = cpu / (wall * (os.cpu_count() or 1))
 
 
 # -- parent: one run per side -----------------------------------------------------------------
 
-def run_loopx(pool: Pool, run_dir: Path, procs: int, cycles: int) -> tuple[float, float]:
-    """One loopx run; returns (cycles/s, bytes per record in the log)."""
+def run_loopx(pool: Pool, run_dir: Path, procs: int, cycles: int) -> tuple[Rate, float]:
+    """One loopx run; returns (its rate, bytes per record in the log)."""
     from loopx.workspace import init_workspace
 
     ws, owner_token = init_workspace(run_dir / "loopx", GOAL)
     agents, tokens, todo_ids = claim_race.seed(ws, owner_token, procs, cycles)
-    wall, total = run_all(pool, "loopx", ws.root, cycles, list(zip(agents, tokens, strict=True)))
+    rate = Rate(*run_all(pool, "loopx", ws.root, cycles,
+                         list(zip(agents, tokens, strict=True))))
     records = claim_race.check(ws, todo_ids, set(agents))
     store = ws.store()
     size = sum(store.segment_path(s).stat().st_size for s in store.segments())
     store.close()
-    return total / wall, size / records
+    return rate, size / records
 
 
-def run_optuna(pool: Pool, run_dir: Path, procs: int, cycles: int, sampler: str) -> float:
-    """One Optuna run; returns cycles/s.
+def run_optuna(pool: Pool, run_dir: Path, procs: int, cycles: int, sampler: str) -> Rate:
+    """One Optuna run; returns its rate.
 
     Optuna 5.1's JournalFileBackend.append_logs (optuna/storages/journal/_file.py) takes the
     lock (default JournalFileSymlinkLock: os.symlink, on EEXIST time.sleep with backoff from
@@ -253,25 +278,26 @@ def run_optuna(pool: Pool, run_dir: Path, procs: int, cycles: int, sampler: str)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     log = str(run_dir / "optuna.log")
     optuna.create_study(study_name=STUDY, storage=JournalStorage(JournalFileBackend(log)))
-    wall, total = run_all(pool, "optuna", Path(log), cycles, [sampler] * procs)
+    rate = Rate(*run_all(pool, "optuna", Path(log), cycles, [sampler] * procs))
     trials = optuna.load_study(study_name=STUDY,
                                storage=JournalStorage(JournalFileBackend(log))).get_trials()
     done = sum(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
     if done != procs * cycles or len(trials) != done:
         raise RuntimeError(f"optuna: {done} complete of {len(trials)} trials, "
                            f"expected {procs * cycles}")
-    return total / wall
+    return rate
 
 
-def run_raw(pool: Pool, run_dir: Path, procs: int, cycles: int, line_bytes: int) -> float:
-    """One raw run (two flock + write + unlock + fdatasync appends per cycle); returns cycles/s."""
+def run_raw(pool: Pool, run_dir: Path, procs: int, cycles: int, line_bytes: int) -> Rate:
+    """One raw run (two flock + write + unlock + fdatasync appends per cycle); returns its
+    rate."""
     path = run_dir / "raw"
     path.mkdir()
-    wall, total = run_all(pool, "raw", path, cycles, [line_bytes] * procs)
+    rate = Rate(*run_all(pool, "raw", path, cycles, [line_bytes] * procs))
     size = (path / "data.jsonl").stat().st_size
     if size != 2 * procs * cycles * line_bytes:
         raise RuntimeError(f"raw wrote {size} bytes, expected {2 * procs * cycles * line_bytes}")
-    return total / wall
+    return rate
 
 
 def split(text: str) -> list[str]:
@@ -312,7 +338,8 @@ def main() -> None:
     if not sides or set(args.sides) - set(SIDES):
         ap.error(f"--sides must be a subset of {','.join(SIDES)}")
 
-    keys = ("loopx", "optuna", "raw", "lx/op", "lx/raw", "bytes")
+    keys = ("loopx", "optuna", "raw", "lx/op", "lx/raw", "bytes", *(f"{kind}-{side}"
+            for kind in ("cpu", "busy") for side in SIDES))
     res: dict[int, dict[str, list[float]]] = {p: {k: [] for k in keys} for p in args.procs}
     started = time.monotonic()
     run_no = 0
@@ -333,7 +360,9 @@ def main() -> None:
                             rate = run_optuna(pool, run_dir, procs, args.cycles, args.sampler)
                         else:
                             rate = run_raw(pool, run_dir, procs, args.cycles, args.line_bytes)
-                        r[side].append(rate)
+                        r[side].append(rate.per_second)
+                        r[f"cpu-{side}"].append(rate.cpu_us)
+                        r[f"busy-{side}"].append(100 * rate.busy)
                     if r["loopx"] and r["optuna"]:
                         r["lx/op"].append(r["loopx"][-1] / r["optuna"][-1])
                     if r["loopx"] and r["raw"]:
@@ -349,18 +378,24 @@ def main() -> None:
         f"{root.parent}, {args.cycles} cycles/proc, {args.reps} reps, optuna sampler "
         f"{args.sampler}, raw line {args.line_bytes} B, imports and setup excluded",
         f"{'procs':>5} | {'loopx c/s':>9} {'optuna c/s':>10} {'raw c/s':>8} | "
-        f"{'lx/optuna':>9} {'[min-max]':>11} {'goal>=2':>7} | {'lx/raw':>6} | {'B/rec':>5}")
+        f"{'lx/optuna':>9} {'[min-max]':>11} {'goal>=2':>7} | {'lx/raw':>6} | {'B/rec':>5} | "
+        f"{'CPU us/cycle lx op raw':>22} | {'busy % lx op raw':>16}")
     med = claim_race.median_text
     for procs in args.procs:
         r = res[procs]
         ratio = r["lx/op"]
         spread = f"[{min(ratio):.2f}-{max(ratio):.2f}]" if ratio else "-"
         verdict = ("PASS" if statistics.median(ratio) >= 2 else "MISS") if ratio else "-"
+        cpu = " ".join(format(med(r[f"cpu-{side}"], ".0f"), ">5") for side in SIDES)
+        busy = " ".join(format(med(r[f"busy-{side}"], ".0f"), ">3") for side in SIDES)
         print(f"{procs:>5} | {med(r['loopx'], '.0f'):>9} {med(r['optuna'], '.0f'):>10} "
               f"{med(r['raw'], '.0f'):>8} | {med(ratio, '.2f'):>9} {spread:>11} {verdict:>7} | "
-              f"{med(r['lx/raw'], '.2f'):>6} | {med(r['bytes'], '.0f'):>5}")
+              f"{med(r['lx/raw'], '.2f'):>6} | {med(r['bytes'], '.0f'):>5} | {cpu:>22} | "
+              f"{busy:>16}")
     print("\nc/s = cycles/s (all processes), medians over reps; ratios are medians of per-rep "
           "paired ratios; B/rec = bytes per record in the loopx log")
+    print("CPU us/cycle = user + system CPU of all worker processes per cycle; busy % = that "
+          "CPU over wall x CPUs (near 100: the side is bound by the CPUs, not by waiting)")
     print("optuna fsyncs 3x per cycle under its symlink lock (sleep backoff from 1 ms); "
           "loopx and raw append 2x per cycle and sync after unlocking")
     print(f"total run time {elapsed:.1f} s")
