@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from loopx.kernel.canonical import GENESIS_HASH
 from loopx.kernel.errors import (
@@ -266,12 +266,7 @@ class PgAppender(PgSession):
             self._rollback(conn)
             return None
         except psycopg.Error as exc:
-            # The server's own refusal means nothing was committed; a lost connection while
-            # the statement (or COMMIT) was on its way leaves the outcome to be looked up.
-            if committing and (getattr(exc, "sqlstate", None) is None or transient(exc)):
-                raise _Unknown(records, exc) from None
-            self._rollback(conn)
-            raise
+            self._failed(conn, exc, records, committing=committing)
         if action == "lostack":  # tests: committed, but the client never heard so
             conn.close()
             raise _Unknown(records, psycopg.OperationalError("test fault: connection lost "
@@ -345,13 +340,19 @@ class PgAppender(PgSession):
             self._rollback(conn)
             return self._committed(conn, sealed_records)
         except psycopg.Error as exc:
-            if committing and (getattr(exc, "sqlstate", None) is None or transient(exc)):
-                raise _Unknown(sealed_records, exc) from None
-            self._rollback(conn)
-            raise
+            self._failed(conn, exc, sealed_records, committing=committing)
         except BaseException:
             self._rollback(conn)
             raise
+
+    def _failed(self, conn: psycopg.Connection[Any], exc: Exception, records: list[Record], *,
+                committing: bool) -> NoReturn:
+        """Raise for a failed statement: a server's refusal (nothing committed) as is, after a
+        rollback; a connection lost while it or its COMMIT was on its way as :class:`_Unknown`."""
+        if committing and (getattr(exc, "sqlstate", None) is None or transient(exc)):
+            raise _Unknown(records, exc) from None
+        self._rollback(conn)
+        raise exc
 
     def _rollback(self, conn: psycopg.Connection[Any]) -> None:
         if conn.closed or conn.broken:
