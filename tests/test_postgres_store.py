@@ -186,6 +186,85 @@ def test_an_unreachable_server_is_a_storage_error_without_credentials() -> None:
     assert "running" in (caught.value.hint or "")
 
 
+@pytest.mark.parametrize(("query", "problem"), [
+    ("sslmode=bogus", 'invalid sslmode value: "bogus"'),
+    ("target_session_attrs=sometimes", "invalid target_session_attrs value"),
+    ("nosuch=1", 'invalid URI query parameter: "nosuch"'),
+    ("port=1,2", "could not match 2 port numbers to 1 hosts"),
+])
+def test_a_url_libpq_refuses_fails_at_once_naming_the_problem(
+        query: str, problem: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import psycopg
+
+    from loopx.kernel.store.postgres import PostgresStore
+
+    attempts: list[str] = []
+    real = psycopg.connect
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        attempts.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(psycopg, "connect", counted)
+    # No server is needed: libpq refuses these before trying any host. Before, a refused value
+    # was taken for an unreachable server and retried for retry_seconds.
+    store = PostgresStore(f"postgresql://loopx:hunter22@127.0.0.1:1/loopx?{query}&log=x",
+                          retry_seconds=600, connect_timeout=1)
+    with pytest.raises(StorageError) as caught:
+        store.append([unsealed()])
+    assert len(attempts) == 1  # no retry: trying again cannot help
+    error = caught.value
+    assert problem in error.message and "nothing was written" in error.message
+    assert error.errno_name == "22023" and "fix the store URL" in (error.hint or "")
+    assert "hunter22" not in error.message + json.dumps(error.to_json())
+
+
+def test_a_password_libpq_quotes_is_not_shown() -> None:
+    from loopx.kernel.store.postgres import PostgresStore
+
+    # A stray '%' in the password: libpq's parse error quotes the token, password and all.
+    store = PostgresStore("postgresql://loopx:Hunter%zz22@127.0.0.1:1/loopx?log=x",
+                          retry_seconds=600)
+    with pytest.raises(StorageError) as caught:
+        store.append([unsealed()])
+    shown = caught.value.message + json.dumps(caught.value.to_json())
+    assert "invalid percent-encoded token" in shown and caught.value.errno_name == "22023"
+    assert "Hunter" not in shown and "zz22" not in shown
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql://loopx:Hunt@er22@127.0.0.1/loopx",  # libpq would connect to host er22@...
+    "postgresql://loopx:Hunt/er22@127.0.0.1/loopx",  # ... to host loopx, port Hunt
+    "postgresql://loopx:Hunt?er22@127.0.0.1/loopx",
+])
+def test_an_unescaped_character_in_the_password_is_refused_unseen(url: str) -> None:
+    from loopx.kernel.errors import WorkspaceError
+
+    with pytest.raises(WorkspaceError) as caught:
+        parse_postgres(url)
+    shown = caught.value.message + (caught.value.hint or "")
+    assert "unescaped" in shown and "%40" in shown
+    assert "Hunt" not in shown and "er22" not in shown
+    assert parse_postgres("postgresql://loopx:Hunt%40er22@127.0.0.1/loopx?log=x").log == "x"
+    assert "Hunt" not in redact("postgresql://loopx:Hunt@er22@127.0.0.1/loopx")
+
+
+def test_init_with_a_url_libpq_refuses_creates_nothing(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "LOOPX_STORE"}
+    url = "postgresql://loopx:hunter22@127.0.0.1:1/loopx?sslmode=bogus"
+    init = _cli("init", "--store", url, "--json", cwd=tmp_path, env=env)
+    assert init.returncode == 11, init.stdout + init.stderr
+    error = json.loads(init.stdout)
+    assert error["errno"] == "22023" and "sslmode" in error["message"]
+    assert "no workspace was created" in error["message"] and "hunter22" not in init.stdout
+    assert not (tmp_path / ".loopx").exists()
+    bad = _cli("init", "--store", "postgresql://loopx:hun@ter22@127.0.0.1:1/loopx",
+               cwd=tmp_path, env=env)
+    assert bad.returncode == 3 and "unescaped" in bad.stderr and "ter22" not in bad.stderr
+    assert "Traceback" not in bad.stderr + init.stderr
+    assert not (tmp_path / ".loopx").exists()
+
+
 def test_a_lost_acknowledgement_is_not_written_twice(pg: Any,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     pg.append([unsealed()])

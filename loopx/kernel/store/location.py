@@ -26,8 +26,10 @@ DEFAULT_LOG = "default"
 LOG_NAME = lazy_compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,55}")  # LISTEN channel: 63 bytes
 # Query parameters that carry a credential: dropped from every redacted form.
 _SECRET_PARAMS = frozenset({"password", "sslpassword"})
-# Anything that looks like a URL's ``user:password@``, wherever it appears in a text.
-_USERINFO = lazy_compile(r"(?i)\b([a-z][a-z0-9+.\-]{0,31}://)([^/\s:@]*):([^/\s@]*)@")
+# Anything that looks like a URL's ``user:password@``, wherever it appears in a text (up to
+# the last ``@`` before the host, as libpq reads it: a password may hold an unescaped ``@``).
+_USERINFO = lazy_compile(r"(?i)\b([a-z][a-z0-9+.\-]{0,31}://)([^/\s:@]*):([^/\s]*)@")
+_QUOTED = lazy_compile(r'"[^"]*"|\'[^\']*\'')
 _PASSWORD_PARAM = lazy_compile(r"(?i)\b((?:ssl)?password\s*=\s*)('[^']*'|[^\s&'\"]+)")
 
 
@@ -65,6 +67,13 @@ def parse_postgres(location: str, *, default_log: str = DEFAULT_LOG) -> Postgres
     """
     if not is_postgres(location):
         raise WorkspaceError(f"store {redact(location)!r} is not a postgresql:// URL")
+    if _ambiguous_userinfo(location):
+        # Not echoed: where the password ends is exactly what cannot be told.
+        raise WorkspaceError(
+            "the store URL's user or password holds an unescaped '@', '/', '?' or '#', so "
+            "libpq would read part of it as the host or the database",
+            hint="percent-encode it (%40 for '@', %2F for '/', %3F for '?', %23 for '#'), or "
+                 "leave the password out of the URL and give it in PGPASSWORD or ~/.pgpass")
     base, _, query = location.partition("?")
     params = parse_qsl(query, keep_blank_values=True)
     logs = [value for key, value in params if key == "log"]
@@ -79,10 +88,44 @@ def parse_postgres(location: str, *, default_log: str = DEFAULT_LOG) -> Postgres
     return PostgresLocation(conninfo, log)
 
 
-def redact(text: str) -> str:
-    """``text`` with every URL password and ``password=`` value replaced by ``***``."""
+def _ambiguous_userinfo(location: str) -> bool:
+    # libpq takes the user and password up to the first '@' before any '/'.
+    rest = location.partition("://")[2]
+    authority, slash, path = rest.partition("/")
+    userinfo, at, _ = authority.partition("@")
+    if at:
+        return "@" in authority[len(userinfo) + 1:] or any(c in userinfo for c in "?#")
+    return bool(slash) and "@" in path.partition("?")[0]
+
+
+def redact(text: str, *, secrets: tuple[str, ...] = ()) -> str:
+    """``text`` with every URL password and ``password=`` value replaced by ``***``, and each
+    quoted piece holding one of ``secrets`` (see :func:`passwords`) replaced by ``"***"``."""
     text = _USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:***@", text)
-    return _PASSWORD_PARAM.sub(lambda m: f"{m.group(1)}***", text)
+    text = _PASSWORD_PARAM.sub(lambda m: f"{m.group(1)}***", text)
+    if secrets:
+        text = _QUOTED.sub(lambda m: f"{m.group()[0]}***{m.group()[0]}"
+                           if any(s in m.group() for s in secrets) else m.group(), text)
+        for secret in secrets:
+            if len(secret) >= 4:  # (shorter ones would blank out ordinary words)
+                text = text.replace(secret, "***")
+    return text
+
+
+def passwords(location: str) -> tuple[str, ...]:
+    """The passwords written in a ``postgresql://`` location, as written and decoded: what a
+    message that quotes a piece of the URL (libpq's parse errors do) must not show."""
+    if not is_postgres(location):
+        return ()
+    base, _, query = location.partition("?")
+    userinfo, at, _ = base.partition("://")[2].rpartition("@")
+    found = [userinfo.partition(":")[2]] if at and ":" in userinfo else []
+    for part in query.split("&"):
+        key, _, value = part.partition("=")
+        if unquote(key) in _SECRET_PARAMS:
+            found.append(value)
+    forms = {form for raw in found for form in (raw, unquote(raw), unquote(raw.replace("+", " ")))}
+    return tuple(sorted((form for form in forms if form), key=len, reverse=True))
 
 
 def without_password(location: str) -> str:

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from loopx.kernel.canonical import format_ts, parse_ts
 from loopx.kernel.errors import LockTimeout, StorageError
+from loopx.kernel.lazy_re import lazy_compile
 from loopx.kernel.store.base import Clock
-from loopx.kernel.store.location import parse_postgres, redact
+from loopx.kernel.store.location import parse_postgres, passwords, redact
 from loopx.kernel.store.postgres_sql import CLOCK
 
 if TYPE_CHECKING:
@@ -26,9 +27,15 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
+BAD_URL = "22023"  # the errno of a URL libpq refused (SQLSTATE invalid_parameter_value)
+
 # SQLSTATE classes after which trying again on a new connection can succeed: the connection
 # broke (08), the server is shutting down or starting (57P01-57P03), too many connections (53300).
 _TRANSIENT = ("08", "57P01", "57P02", "57P03", "53300")
+# libpq's refusals of a connection option's value, made before it tries any host (a URL that
+# does not parse at all comes back from psycopg as a ProgrammingError instead).
+_BAD_OPTION = lazy_compile(r"invalid (?:[a-z_]+ value|integer value|port number)\b"
+                           r"|could not match \d+ (?:host names|port numbers) to \d+")
 
 
 class PgSession:
@@ -41,6 +48,7 @@ class PgSession:
         self.display = parsed.display  # the location without its password
         self.channel = f"loopx:{self.log}"
         self._conninfo = parsed.conninfo
+        self._secrets = passwords(parsed.conninfo)  # masked in every message shown
         self._clock = clock  # None: the server's clock (``clock_timestamp()``)
         self.lock_timeout = lock_timeout
         self.retry_seconds = retry_seconds
@@ -132,8 +140,12 @@ class PgSession:
                               f"{self.lock_timeout:g} s",
                               hint="another writer may be stuck; a stuck transaction ends after "
                                    "the same time") from None
-        state = getattr(exc, "sqlstate", None) or ("28000" if _auth_problem(exc) else "08001")
-        reason = redact(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+        state = getattr(exc, "sqlstate", None) or (
+            "28000" if _auth_problem(exc) else BAD_URL if _bad_url(exc) else "08001")
+        text = str(exc).strip()
+        # (libpq quotes the part of a URL it cannot parse, which may be the password)
+        reason = redact(text.splitlines()[0] if text else type(exc).__name__,
+                        secrets=self._secrets)
         raise StorageError(f"cannot {doing} the PostgreSQL store {self.display}: {reason}",
                            path=self.display, errno_name=state, hint=_hint(state),
                            outcome=outcome) from None
@@ -152,8 +164,19 @@ def transient(exc: Exception) -> bool:
     state = getattr(exc, "sqlstate", None)
     if state is None:
         # No SQLSTATE: the client lost or could not open the connection.
-        return isinstance(exc, psycopg.OperationalError) and not _auth_problem(exc)
+        return (isinstance(exc, psycopg.OperationalError) and not _auth_problem(exc)
+                and not _bad_url(exc))
     return state.startswith(_TRANSIENT)
+
+
+def _bad_url(exc: Exception) -> bool:
+    """Refused for the URL itself (its syntax, an unknown parameter, a value libpq does not
+    accept) before any host was tried: the user's to fix, not the server's."""
+    import psycopg
+
+    if isinstance(exc, psycopg.ProgrammingError):  # the URL does not parse
+        return getattr(exc, "sqlstate", None) is None
+    return _BAD_OPTION.search(str(exc)) is not None
 
 
 def _auth_problem(exc: Exception) -> bool:
@@ -166,6 +189,9 @@ def _auth_problem(exc: Exception) -> bool:
 
 
 def _hint(state: str) -> str:
+    if state == BAD_URL:
+        return ("fix the store URL (in LOOPX_STORE, `--store`, or `store` in "
+                ".loopx/workspace.json); its parameters are libpq's")
     if state.startswith("28"):
         return ("check the user and the password: loopx takes it from LOOPX_STORE, PGPASSWORD or "
                 "~/.pgpass, never from workspace.json")
