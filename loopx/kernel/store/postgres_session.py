@@ -190,8 +190,8 @@ def _auth_problem(exc: Exception) -> bool:
 
 def _hint(state: str) -> str:
     if state == BAD_URL:
-        return ("fix the store URL (in LOOPX_STORE, `--store`, or `store` in "
-                ".loopx/workspace.json); its parameters are libpq's")
+        return ("fix the store URL where it was given (`--store`, `--to`, LOOPX_STORE, or "
+                "`store` in .loopx/workspace.json); its parameters are libpq's")
     if state.startswith("28"):
         return ("check the user and the password: loopx takes it from LOOPX_STORE, PGPASSWORD or "
                 "~/.pgpass, never from workspace.json")
