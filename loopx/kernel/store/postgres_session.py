@@ -34,6 +34,14 @@ BAD_URL = "22023"  # the errno of a URL libpq refused (SQLSTATE invalid_paramete
 _TRANSIENT = ("08", "57P01", "57P02", "57P03", "53300")
 # libpq's refusals of a connection option's value, made before it tries any host (a URL that
 # does not parse at all comes back from psycopg as a ProgrammingError instead).
+# A server host that vanishes without closing its connections (power lost, a network split)
+# would leave a request waiting on its socket for hours (the kernel's keepalive starts after
+# 2 h): keepalives find a silent peer in about 25 s, and data the peer never acknowledged is
+# given up after 30 s; the append's bounded retry takes over from there. A URL that sets any
+# of these (or connect_timeout, or application_name) keeps its own value.
+CONNECTION_DEFAULTS = {"application_name": "loopx", "keepalives": "1", "keepalives_idle": "10",
+                       "keepalives_interval": "5", "keepalives_count": "3",
+                       "tcp_user_timeout": "30000"}
 _BAD_OPTION = lazy_compile(r"invalid (?:[a-z_]+ value|integer value|port number)\b"
                            r"|could not match \d+ (?:host names|port numbers) to \d+")
 
@@ -63,9 +71,13 @@ class PgSession:
         if self._conn is not None and not self._conn.closed:
             return self._conn
         import psycopg
+        from psycopg.conninfo import conninfo_to_dict
 
-        conn = psycopg.connect(self._conninfo, autocommit=True, application_name="loopx",
-                               connect_timeout=max(1, int(self.connect_timeout)))
+        given = conninfo_to_dict(self._conninfo)
+        timeout = str(max(1, int(self.connect_timeout)))
+        defaults = {**CONNECTION_DEFAULTS, "connect_timeout": timeout}
+        conn = psycopg.connect(self._conninfo, autocommit=True,
+                               **{k: v for k, v in defaults.items() if k not in given})
         # An acknowledgement must mean the commit is on disk: never let a session default of
         # synchronous_commit=off weaken it (stronger settings, such as remote_apply, are kept).
         # A writer stuck mid-transaction (stopped, hung) must not hold the log forever.
