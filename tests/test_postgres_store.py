@@ -186,17 +186,9 @@ def test_an_unreachable_server_is_a_storage_error_without_credentials() -> None:
     assert "running" in (caught.value.hint or "")
 
 
-@pytest.mark.parametrize(("query", "problem"), [
-    ("sslmode=bogus", 'invalid sslmode value: "bogus"'),
-    ("target_session_attrs=sometimes", "invalid target_session_attrs value"),
-    ("nosuch=1", 'invalid URI query parameter: "nosuch"'),
-    ("port=1,2", "could not match 2 port numbers to 1 hosts"),
-])
-def test_a_url_libpq_refuses_fails_at_once_naming_the_problem(
-        query: str, problem: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def _connects(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every connection attempt from here on (the URLs tried)."""
     import psycopg
-
-    from loopx.kernel.store.postgres import PostgresStore
 
     attempts: list[str] = []
     real = psycopg.connect
@@ -206,6 +198,20 @@ def test_a_url_libpq_refuses_fails_at_once_naming_the_problem(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(psycopg, "connect", counted)
+    return attempts
+
+
+@pytest.mark.parametrize(("query", "problem"), [
+    ("sslmode=bogus", 'invalid sslmode value: "bogus"'),
+    ("target_session_attrs=sometimes", "invalid target_session_attrs value"),
+    ("nosuch=1", 'invalid URI query parameter: "nosuch"'),
+    ("port=1,2", "could not match 2 port numbers to 1 hosts"),
+])
+def test_a_url_libpq_refuses_fails_at_once_naming_the_problem(
+        query: str, problem: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from loopx.kernel.store.postgres import PostgresStore
+
+    attempts = _connects(monkeypatch)
     # No server is needed: libpq refuses these before trying any host. Before, a refused value
     # was taken for an unreachable server and retried for retry_seconds.
     store = PostgresStore(f"postgresql://loopx:hunter22@127.0.0.1:1/loopx?{query}&log=x",
@@ -263,6 +269,50 @@ def test_init_with_a_url_libpq_refuses_creates_nothing(tmp_path: Path) -> None:
     assert bad.returncode == 3 and "unescaped" in bad.stderr and "ter22" not in bad.stderr
     assert "Traceback" not in bad.stderr + init.stderr
     assert not (tmp_path / ".loopx").exists()
+
+
+def test_a_refused_login_is_told_by_what_the_server_said(
+        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from urllib.parse import urlsplit, urlunsplit
+
+    from loopx.kernel.store.postgres import PostgresStore
+
+    parts = urlsplit(pg_url)
+    no_db = urlunsplit(parts._replace(path="/loopx_no_such_database"))
+    no_role = urlunsplit(parts._replace(netloc=parts.netloc.replace(
+        f"{parts.username}:", "loopx_no_such_role:", 1)))
+    # A client refused at login gets words, not a SQLSTATE: a missing database used to be
+    # reported as a wrong password.
+    for url, state, hint in ((no_db, "3D000", "createdb"), (no_role, "28000", "PGPASSWORD")):
+        attempts = _connects(monkeypatch)
+        with pytest.raises(StorageError) as caught:
+            PostgresStore(url, retry_seconds=600).head()
+        assert (caught.value.errno_name, len(attempts)) == (state, 1)  # no retry
+        assert hint in (caught.value.hint or "")
+
+
+def test_a_server_out_of_connection_slots_is_waited_for_then_named(
+        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import psycopg
+
+    from loopx.kernel.store.postgres import PostgresStore
+
+    held: list[Any] = []
+    try:
+        while True:  # take every slot this user may have
+            try:
+                held.append(psycopg.connect(parse_postgres(pg_url).conninfo))
+            except psycopg.OperationalError:
+                break
+            assert len(held) < 10_000
+        attempts = _connects(monkeypatch)
+        with pytest.raises(StorageError) as caught:
+            PostgresStore(pg_url, retry_seconds=0.5).head()
+    finally:
+        for conn in held:
+            conn.close()
+    assert caught.value.errno_name == "53300" and len(attempts) > 1  # retried: slots free up
+    assert "max_connections" in (caught.value.hint or "")
 
 
 def test_a_silent_server_host_is_given_up_on_within_seconds(pg_url: str) -> None:

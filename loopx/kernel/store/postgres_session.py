@@ -42,6 +42,15 @@ _TRANSIENT = ("08", "57P01", "57P02", "57P03", "53300")
 CONNECTION_DEFAULTS = {"application_name": "loopx", "keepalives": "1", "keepalives_idle": "10",
                        "keepalives_interval": "5", "keepalives_count": "3",
                        "tcp_user_timeout": "30000"}
+# The server's words for a refused login, in the order tried, and the SQLSTATE each stands for.
+_LOGIN_REFUSALS = tuple((lazy_compile(words), state) for words, state in (
+    (r'database "[^"]*" does not exist', "3D000"),
+    (r"too many clients already|remaining connection slots are reserved", "53300"),
+    (r"the database system is (?:starting up|shutting down|in recovery mode)", "57P03"),
+    (r'authentication failed|no password supplied|no pg_hba\.conf entry|role "[^"]*" does not '
+     r"exist", "28000"),
+    (r"permission denied for database", "42501"),
+))
 _BAD_OPTION = lazy_compile(r"invalid (?:[a-z_]+ value|integer value|port number)\b"
                            r"|could not match \d+ (?:host names|port numbers) to \d+")
 
@@ -153,7 +162,7 @@ class PgSession:
                               hint="another writer may be stuck; a stuck transaction ends after "
                                    "the same time") from None
         state = getattr(exc, "sqlstate", None) or (
-            "28000" if _auth_problem(exc) else BAD_URL if _bad_url(exc) else "08001")
+            _login_state(exc) or (BAD_URL if _bad_url(exc) else "08001"))
         text = str(exc).strip()
         # (libpq quotes the part of a URL it cannot parse, which may be the password)
         reason = redact(text.splitlines()[0] if text else type(exc).__name__,
@@ -175,9 +184,11 @@ def transient(exc: Exception) -> bool:
 
     state = getattr(exc, "sqlstate", None)
     if state is None:
-        # No SQLSTATE: the client lost or could not open the connection.
-        return (isinstance(exc, psycopg.OperationalError) and not _auth_problem(exc)
-                and not _bad_url(exc))
+        # No SQLSTATE: the client lost or could not open the connection, or the server
+        # refused it at login (in words only).
+        state = _login_state(exc)
+        if state is None:
+            return isinstance(exc, psycopg.OperationalError) and not _bad_url(exc)
     return state.startswith(_TRANSIENT)
 
 
@@ -191,16 +202,23 @@ def _bad_url(exc: Exception) -> bool:
     return _BAD_OPTION.search(str(exc)) is not None
 
 
-def _auth_problem(exc: Exception) -> bool:
-    """Refused at login (no SQLSTATE reaches a client that never connected): retrying the same
-    credentials cannot help."""
+def _login_state(exc: Exception) -> str | None:
+    """The SQLSTATE of a refusal at login, read from its words (a client that never connected
+    gets no SQLSTATE), or None when ``exc`` is not one."""
     text = str(exc)
-    return any(words in text for words in ("password authentication failed",
-                                           "no password supplied", "authentication failed",
-                                           "does not exist", "no pg_hba.conf entry"))
+    for pattern, state in _LOGIN_REFUSALS:
+        if pattern.search(text):
+            return state
+    return None
 
 
 def _hint(state: str) -> str:
+    if state == "53300":
+        return ("the server has no free connection slot: raise max_connections (one per loopx "
+                "process), or put a pooler in session mode in front; loopx retried for a while "
+                "before giving up")
+    if state == "42501":
+        return "this user may not connect to the database: GRANT CONNECT ON DATABASE to it"
     if state == BAD_URL:
         return ("fix the store URL where it was given (`--store`, `--to`, LOOPX_STORE, or "
                 "`store` in .loopx/workspace.json); its parameters are libpq's")
