@@ -224,3 +224,24 @@ def test_a_caught_up_follower_reads_on_across_a_rollover_and_appends_after_it(
     assert record["seq"] == head + 1
     assert seqs(FileStore(store.dir)) == list(range(1, head + 2))
     assert verify_store(FileStore(store.dir)).ok
+
+
+def test_a_moved_log_refuses_every_later_append(tmp_path: Path) -> None:
+    from loopx.kernel.errors import WorkspaceError
+
+    store = FileStore(tmp_path / ".loopx")
+    store.create()
+    store.append([unsealed(n=1)])
+    stale = FileStore(tmp_path / ".loopx")  # a process that opened the log before the move
+    stale.append([unsealed(n=2)])
+    head = store.head()
+    with store.locked():
+        store.mark_moved("postgresql://loopx@db/loopx?log=moved", head)
+    before = b"".join(data for _, _, data in store.raw_segments())
+    for writer in (store, stale, FileStore(tmp_path / ".loopx")):
+        with pytest.raises(WorkspaceError, match="moved to postgresql://loopx@db/loopx"
+                                                 r"\?log=moved at seq 2"):
+            writer.append([unsealed(n=3)])
+    assert b"".join(data for _, _, data in store.raw_segments()) == before  # nothing written
+    assert [r["seq"] for r, _ in stale.read()] == [1, 2]  # and it still reads
+    assert verify_workspace(store, workspace_rules=False).ok

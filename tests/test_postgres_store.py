@@ -520,6 +520,68 @@ def test_store_copy_to_postgresql_and_back_keeps_every_byte(pg_url: str, tmp_pat
     PostgresStore(pg_url).drop()
 
 
+FILE_WRITER = """
+import sys
+from loopx.kernel.checks import Credentials
+from loopx.kernel.errors import WorkspaceError
+from loopx.work.todos import add_todos
+from loopx.workspace import find_workspace
+# Opened once, before the move, as a long-running lane does; every todo goes through the
+# checked path.
+ledger = find_workspace(sys.argv[1]).ledger()
+owner = Credentials(agent_id="owner", token=sys.argv[2])
+for i in range(100_000):
+    try:
+        [todo] = add_todos(ledger, owner, [{"todo_id": f"t-{i}", "title": "live",
+                                            "role": "research_executor",
+                                            "action_kind": "run_dev_eval",
+                                            "hypothesis_id": f"h-{i}"}])
+    except WorkspaceError as exc:
+        print("MOVED", exc.message, flush=True)
+        break
+    print("ACK", todo["record_id"], flush=True)
+"""
+
+
+def test_moving_a_live_file_log_orphans_no_acknowledged_record(pg_url: str,
+                                                               tmp_path: Path) -> None:
+    from loopx.kernel.store.postgres import PostgresStore
+    from loopx.workspace import copy_store, find_workspace
+
+    made = _cli("init", "--goal-id", "live", "--json", cwd=tmp_path,
+                env={k: v for k, v in os.environ.items() if k != "LOOPX_STORE"})
+    assert made.returncode == 0, made.stderr
+    writer = subprocess.Popen([sys.executable, "-c", FILE_WRITER, str(tmp_path),
+                               json.loads(made.stdout)["owner_token"]],
+                              stdout=subprocess.PIPE, text=True)
+    assert writer.stdout is not None
+    acked = [writer.stdout.readline().split()[1] for _ in range(50)]  # it is writing
+    try:
+        moved = copy_store(find_workspace(tmp_path), pg_url, use=True)
+        # What it printed before the switch may still be in the pipe; after the switch its
+        # next append must be refused (a few thousand more would mean it never is).
+        lines = [writer.stdout.readline().strip() for _ in range(5_000)]
+    finally:
+        writer.kill()
+        writer.wait(timeout=60)
+    refused = next((i for i, line in enumerate(lines) if not line.startswith("ACK ")), None)
+    assert refused is not None, "the writer went on writing to the file log after the switch"
+    acked += [line.split()[1] for line in lines[:refused]]
+    # The writer went on until the switch, then was refused: none of its acknowledged records
+    # stayed behind in the file log, where nobody reads any more.
+    assert lines[refused].startswith("MOVED ") and "moved to postgresql://" in lines[refused]
+    assert _password(pg_url) not in "".join(lines)
+    target = PostgresStore(pg_url)
+    try:
+        stored = {r["record_id"] for r, _ in target.read()}
+        assert set(acked) <= stored and target.head().seq == moved["head"]["seq"]
+    finally:
+        target.drop()
+        target.close()
+    file_log = [r for r, _ in FileStore(tmp_path / ".loopx").read()]
+    assert file_log[-1]["seq"] == moved["head"]["seq"]  # nothing after the copied head
+
+
 CRASH_WRITER = """
 import sys, uuid
 from loopx.kernel.store.postgres import PostgresStore

@@ -10,7 +10,7 @@ from typing import Any
 from loopx.kernel.errors import StorageError, WorkspaceError
 from loopx.kernel.ledger import Ledger
 from loopx.kernel.store.base import Store
-from loopx.kernel.store.copy import Copied, copy_log
+from loopx.kernel.store.copy import Copied, copy_log, copy_rest
 from loopx.kernel.store.file import FileStore
 from loopx.kernel.store.location import (
     FILE,
@@ -42,11 +42,19 @@ def copy_store(workspace: Workspace, to: str, *, use: bool = False) -> dict[str,
             from loopx.kernel.store.postgres import PostgresStore
 
             location = parse_postgres(to, default_log=goal).conninfo_with_log()
-            with PostgresStore(location) as target:
-                copied = copy_log(source, target)
             shown = without_password(location)
-            if use:
-                _record_store(workspace, shown)
+            with PostgresStore(location) as target:
+                copied = copy_log(source, target)  # the bulk, while writers go on
+                if use and isinstance(source, FileStore):
+                    # What they wrote meanwhile, then the switch, under the file log's lock: no
+                    # writer gets in between, and none that opened the file log before may
+                    # write to it after.
+                    with source.locked():
+                        copied = copy_rest(source, target, copied)
+                        _record_store(workspace, shown)
+                        source.mark_moved(shown, target.head())
+                elif use:
+                    _record_store(workspace, shown)
         else:
             if use:
                 raise WorkspaceError("--use switches to a PostgreSQL copy; a directory copy is "

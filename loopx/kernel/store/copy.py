@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from loopx.kernel.canonical import dumps
 from loopx.kernel.errors import ConflictError, IntegrityError
-from loopx.kernel.store.base import Store
+from loopx.kernel.store.base import Cursor, Store
 from loopx.kernel.verify import Anchor, verify_store
 
 FILE_SEGMENT_BYTES = 64 * 1024 * 1024  # as the file store's default rollover
@@ -17,22 +17,31 @@ FILE_SEGMENT_BYTES = 64 * 1024 * 1024  # as the file store's default rollover
 
 @dataclass(frozen=True)
 class Copied:
-    """What a copy moved: the record count and the head both sides now share."""
+    """What a copy moved: the record count, the head both sides now share, and where the
+    source's reading stopped (for :func:`copy_rest`)."""
 
     records: int
     head_seq: int
     head_hash: str
+    source_cursor: Cursor | None = None
 
 
-def batches(store: Store) -> Iterator[list[bytes]]:
-    """The committed lines of ``store``, one list per batch, exactly as stored (a verified
-    log's lines are the canonical serialization of its records)."""
-    lines: list[bytes] = []
-    for record, _ in store.read():
-        lines.append(dumps(record))
-        if record["seq"] == record["batch_end"]:
-            yield lines
-            lines = []
+class Batches:
+    """The committed lines of a store after ``after``, one list per batch, exactly as stored
+    (a verified log's lines are the canonical serialization of its records); ``cursor`` is
+    where the last whole batch read ended."""
+
+    def __init__(self, store: Store, after: Cursor | None = None) -> None:
+        self.store, self.cursor, self.records = store, after, 0
+
+    def __iter__(self) -> Iterator[list[bytes]]:
+        lines: list[bytes] = []
+        for record, cursor in self.store.read(self.cursor):
+            lines.append(dumps(record))
+            if record["seq"] == record["batch_end"]:
+                yield lines
+                self.cursor, self.records = cursor, self.records + len(lines)
+                lines = []
 
 
 def copy_log(source: Store, target: Store) -> Copied:
@@ -51,22 +60,45 @@ def copy_log(source: Store, target: Store) -> Copied:
         raise IntegrityError(f"the source log does not verify (first bad seq "
                              f"{checked.first_bad_seq}: {checked.problem}); nothing was copied",
                              seq=checked.first_bad_seq, hint="run `loopx verify`")
+    read = Batches(source)
     load = getattr(target, "load", None)
     if load is not None:
-        load(batches(source))
+        load(read)
     else:
         from loopx.kernel.store.file import FileStore
 
         if not isinstance(target, FileStore):
             raise TypeError(f"cannot copy into a {type(target).__name__}")
-        _load_file(target, batches(source))
+        _load_file(target, read)
     anchor = Anchor(checked.head_seq, checked.head_hash) if checked.head_seq else None
     copied = verify_store(target, anchor)
     if not copied.ok:
         raise IntegrityError(f"the copy does not verify (first bad seq {copied.first_bad_seq}: "
                              f"{copied.problem})", seq=copied.first_bad_seq,
                              hint="delete the copy and run `loopx store copy` again")
-    return Copied(checked.head_seq, copied.head_seq, copied.head_hash)
+    return Copied(read.records, copied.head_seq, copied.head_hash, read.cursor)
+
+
+def copy_rest(source: Store, target: Store, copied: Copied) -> Copied:
+    """Copy what ``source`` committed after ``copied`` (the result of :func:`copy_log` into
+    ``target``) as stored, for a source whose writers the caller holds off; returns the head
+    both now share. ``target`` checks that every line continues its chain.
+
+    Raises:
+        IntegrityError: a line does not chain, or the two heads differ afterwards.
+    """
+    read = Batches(source, copied.source_cursor)
+    load = getattr(target, "load", None)
+    if load is None:
+        raise TypeError(f"cannot copy the rest into a {type(target).__name__}")
+    load(read)
+    head = target.head()
+    end = read.cursor or Cursor()
+    if (head.seq, head.hash) != (end.seq, end.hash):
+        raise IntegrityError(f"the copy ends at seq {head.seq}, the source at {end.seq}",
+                             seq=min(head.seq, end.seq) + 1,
+                             hint="delete the copy and run `loopx store copy` again")
+    return Copied(copied.records + read.records, head.seq, head.hash, read.cursor)
 
 
 def _load_file(target: object, source: Iterator[list[bytes]]) -> None:

@@ -8,12 +8,14 @@ the records are stored only once that fsync has returned.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 from loopx.kernel.canonical import now_ts, sha256_hex
-from loopx.kernel.errors import ConflictError, LockTimeout, StorageError
+from loopx.kernel.errors import ConflictError, LockTimeout, StorageError, WorkspaceError
 from loopx.kernel.store.base import (
     BatchBuilder,
     Clock,
@@ -30,13 +32,17 @@ from loopx.kernel.store.clock import (
     skew_setting,
     stamp,
 )
-from loopx.kernel.store.fs import fault, fsync_dir, write_all
+from loopx.kernel.store.fs import fault, fsync_dir, replace_file, write_all
 from loopx.kernel.store.lines import segment_name
 from loopx.kernel.store.lock import FileLockPath, LockTimeoutExpired
 from loopx.kernel.store.quarantine import keep, quarantine_name, repair_record
 from loopx.kernel.store.segment_reader import SegmentReader
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
+# In the log directory once the log has moved to another store (``loopx store copy --use``):
+# where to, and the head both sides shared. Every append looks for it under the lock, so a
+# process that opened the log before the move cannot go on writing where nobody reads.
+MOVED = "moved.json"
 
 
 class FileStore(SegmentReader):
@@ -56,6 +62,7 @@ class FileStore(SegmentReader):
         self._anchor = AnchorFile(self.dir / "clock")
         self._skew_bound: float | None = None
         self._seen: tuple[int, int] | None = None  # (segment, size) the head search saw
+        self._moved = f"{self.log_dir}/{MOVED}"
 
     def now(self) -> str:
         """The time an append made now would get, before the never-go-back rule: the wall
@@ -137,10 +144,37 @@ class FileStore(SegmentReader):
             finally:
                 self._lock.release()
 
+    def mark_moved(self, to: str, head: Cursor) -> None:
+        """Refuse every later append: the log now lives at ``to`` (shown to writers, so no
+        password), from ``head`` on. Call it holding :meth:`locked`."""
+        data = json.dumps({"to": to, "seq": head.seq, "hash": head.hash}, sort_keys=True)
+        replace_file(Path(self._moved), (data + "\n").encode())
+
+    def _refuse_if_moved(self) -> None:
+        try:
+            fd = os.open(self._moved, os.O_RDONLY)  # one failing open: the common case
+        except FileNotFoundError:
+            return
+        except OSError:
+            moved = {}
+        else:
+            try:
+                moved = json.loads(os.read(fd, 65536))
+            except (OSError, ValueError):
+                moved = {}
+            finally:
+                os.close(fd)
+        to, seq = moved.get("to", "another store"), moved.get("seq", "?")
+        raise WorkspaceError(f"this log moved to {to} at seq {seq} (`loopx store copy --use`); "
+                             "nothing was written",
+                             hint="open the workspace again: its store is the new one now (a "
+                                  "process that opened the log before the move must restart)")
+
     def _append_locked(self, batch: Sequence[Record | Encoded] | BatchBuilder,
                        expect_seq: int | None
                        ) -> tuple[int, Sequence[Record | Encoded], list[Record]]:
         self._seen = None
+        self._refuse_if_moved()
         head, seg, committed_end = self._find_head()
         if expect_seq is not None and head.seq != expect_seq:
             raise ConflictError(f"log is at seq {head.seq}, not the expected {expect_seq}",
