@@ -32,8 +32,6 @@ BAD_URL = "22023"  # the errno of a URL libpq refused (SQLSTATE invalid_paramete
 # SQLSTATE classes after which trying again on a new connection can succeed: the connection
 # broke (08), the server is shutting down or starting (57P01-57P03), too many connections (53300).
 _TRANSIENT = ("08", "57P01", "57P02", "57P03", "53300")
-# libpq's refusals of a connection option's value, made before it tries any host (a URL that
-# does not parse at all comes back from psycopg as a ProgrammingError instead).
 # A server host that vanishes without closing its connections (power lost, a network split)
 # would leave a request waiting on its socket for hours (the kernel's keepalive starts after
 # 2 h): keepalives find a silent peer in about 25 s, and data the peer never acknowledged is
@@ -51,6 +49,8 @@ _LOGIN_REFUSALS = tuple((lazy_compile(words), state) for words, state in (
      r"exist", "28000"),
     (r"permission denied for database", "42501"),
 ))
+# libpq's refusals of a connection option's value, made before it tries any host (a URL that
+# does not parse at all comes back from psycopg as a ProgrammingError instead).
 _BAD_OPTION = lazy_compile(r"invalid (?:[a-z_]+ value|integer value|port number)\b"
                            r"|could not match \d+ (?:host names|port numbers) to \d+")
 
