@@ -117,9 +117,8 @@ def passwords(location: str) -> tuple[str, ...]:
     message that quotes a piece of the URL (libpq's parse errors do) must not show."""
     if not is_postgres(location):
         return ()
-    base, _, query = location.partition("?")
-    userinfo, at, _ = base.partition("://")[2].rpartition("@")
-    found = [userinfo.partition(":")[2]] if at and ":" in userinfo else []
+    _, userinfo, _, query = _split(location)
+    found = [userinfo.partition(":")[2]] if userinfo and ":" in userinfo else []
     for part in query.split("&"):
         key, _, value = part.partition("=")
         if unquote(key) in _SECRET_PARAMS:
@@ -132,12 +131,18 @@ def without_password(location: str) -> str:
     """The location as ``workspace.json`` keeps it: no password at all (not even ``***``)."""
     if not is_postgres(location):
         return location
+    scheme, userinfo, hosts, query = _split(location)
+    user = userinfo.partition(":")[0] if userinfo else ""
+    params = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True)
+              if k not in _SECRET_PARAMS]
+    return (f"{scheme}://{user}@{hosts}" if user else f"{scheme}://{hosts}") + (
+        f"?{urlencode(params)}" if params else "")
+
+
+def _split(location: str) -> tuple[str, str | None, str, str]:
+    """A URL's scheme, its ``user[:password]`` (None without an ``@``), the rest of what
+    comes before ``?``, and the raw query."""
     base, _, query = location.partition("?")
     scheme, _, rest = base.partition("://")
     userinfo, at, hosts = rest.rpartition("@")
-    if at:
-        user = userinfo.partition(":")[0]
-        rest = f"{user}@{hosts}" if user else hosts
-    params = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True)
-              if k not in _SECRET_PARAMS]
-    return f"{scheme}://{rest}" + (f"?{urlencode(params)}" if params else "")
+    return scheme, userinfo if at else None, hosts, query

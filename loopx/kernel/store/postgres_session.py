@@ -161,8 +161,7 @@ class PgSession:
                               f"{self.lock_timeout:g} s",
                               hint="another writer may be stuck; a stuck transaction ends after "
                                    "the same time") from None
-        state = getattr(exc, "sqlstate", None) or (
-            _login_state(exc) or (BAD_URL if _bad_url(exc) else "08001"))
+        state = _state(exc) or "08001"
         text = str(exc).strip()
         # (libpq quotes the part of a URL it cannot parse, which may be the password)
         reason = redact(text.splitlines()[0] if text else type(exc).__name__,
@@ -182,33 +181,27 @@ def transient(exc: Exception) -> bool:
     """Whether trying again on a new connection can succeed after ``exc``."""
     import psycopg
 
-    state = getattr(exc, "sqlstate", None)
-    if state is None:
-        # No SQLSTATE: the client lost or could not open the connection, or the server
-        # refused it at login (in words only).
-        state = _login_state(exc)
-        if state is None:
-            return isinstance(exc, psycopg.OperationalError) and not _bad_url(exc)
+    state = _state(exc)
+    if state is None:  # the client lost or could not open the connection
+        return isinstance(exc, psycopg.OperationalError)
     return state.startswith(_TRANSIENT)
 
 
-def _bad_url(exc: Exception) -> bool:
-    """Refused for the URL itself (its syntax, an unknown parameter, a value libpq does not
-    accept) before any host was tried: the user's to fix, not the server's."""
+def _state(exc: Exception) -> str | None:
+    """``exc``'s SQLSTATE: the server's; else one read from a refused login's words (a client
+    that never connected gets no SQLSTATE); else :data:`BAD_URL` for a URL libpq refused before
+    trying any host (the user's to fix); None for a connection lost or never made."""
     import psycopg
 
-    if isinstance(exc, psycopg.ProgrammingError):  # the URL does not parse
-        return getattr(exc, "sqlstate", None) is None
-    return _BAD_OPTION.search(str(exc)) is not None
-
-
-def _login_state(exc: Exception) -> str | None:
-    """The SQLSTATE of a refusal at login, read from its words (a client that never connected
-    gets no SQLSTATE), or None when ``exc`` is not one."""
+    state = getattr(exc, "sqlstate", None)
+    if state is not None:
+        return state
     text = str(exc)
-    for pattern, state in _LOGIN_REFUSALS:
+    for pattern, login_state in _LOGIN_REFUSALS:
         if pattern.search(text):
-            return state
+            return login_state
+    if isinstance(exc, psycopg.ProgrammingError) or _BAD_OPTION.search(text):
+        return BAD_URL  # (a URL that does not parse at all is a ProgrammingError)
     return None
 
 
