@@ -190,8 +190,8 @@ def delta_rows(state: State) -> dict[str, Any] | None:
                 kept[hid] = None
                 continue
             tracked = TrackedView(lanes)
-            deps = sorted([tbl, str(key)] for tbl, key in tracked.deps)
-            kept[hid] = [*texts(tracked, hid), deps]
+            row = texts(tracked, hid)  # (first: computing the texts is what records the deps)
+            kept[hid] = [*row, sorted([tbl, str(key)] for tbl, key in tracked.deps)]
     except Exception as exc:  # noqa: BLE001
         # As for a whole save: the delta goes without rows, and readers compute as without.
         print(f"loopx: frontier rows not kept with the checkpoint delta: {exc!r}", file=sys.stderr)
