@@ -505,9 +505,11 @@ def test_store_copy_to_postgresql_and_back_keeps_every_byte(pg_url: str, tmp_pat
     assert checked.returncode == 0 and json.loads(checked.stdout)["anchor"]["ok"], checked.stdout
     assert json.loads((here / ".loopx" / "workspace.json").read_text())["store"] == \
         without_password(pg_url)
-    # A second copy into the same log is refused, nothing written.
+    # The same copy run again finds the log whole there: nothing to copy, nothing written.
     again = _cli("store", "copy", "--to", pg_url, "--json", cwd=here, env=on_pg)
-    assert again.returncode == 4 and json.loads(again.stdout)["error"] == "conflict"
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert json.loads(again.stdout) | {"from": None} == {
+        **moved, "from": None, "records": 0, "resumed_from": 6, "used": False}
     # And back to a file log: the same bytes as the original segment.
     home = _cli("store", "copy", "--to", str(back), "--json", cwd=here, env=on_pg)
     assert home.returncode == 0, home.stdout + home.stderr
@@ -580,6 +582,125 @@ def test_moving_a_live_file_log_orphans_no_acknowledged_record(pg_url: str,
         target.close()
     file_log = [r for r, _ in FileStore(tmp_path / ".loopx").read()]
     assert file_log[-1]["seq"] == moved["head"]["seq"]  # nothing after the copied head
+
+
+def _moved_workspace(tmp_path: Path, goal: str) -> tuple[dict[str, str], str]:
+    """A new file-log workspace (its environment without LOOPX_STORE, the owner's token)."""
+    env = {k: v for k, v in os.environ.items() if k != "LOOPX_STORE"}
+    made = _cli("init", "--goal-id", goal, "--json", cwd=tmp_path, env=env)
+    assert made.returncode == 0, made.stderr
+    return env, json.loads(made.stdout)["owner_token"]
+
+
+def _killed_at(point: str, *args: str, cwd: Path, env: dict[str, str]) -> None:
+    """Run ``loopx ARGS`` until it reaches the fault ``point``, then SIGKILL it there."""
+    proc = subprocess.Popen([sys.executable, "-m", "loopx.cli", *args], cwd=cwd, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**env, FAULT_ENV: f"pause:{point}"})
+    assert proc.stdout is not None
+    try:
+        assert proc.stdout.readline().strip() == f"FAULT pause:{point}", proc.stderr
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+
+def test_a_move_killed_between_mark_and_switch_loses_nothing_and_finishes_when_run_again(
+        pg_url: str, tmp_path: Path) -> None:
+    """kill -9 at the worst moment of ``store copy --use``: the old log is marked moved, the
+    workspace not yet switched. A lane still writing to the file log must be refused from
+    then on (were the switch first, it would go on being acknowledged where nobody reads), and
+    the same command run again must finish the move."""
+    from loopx.kernel.store.postgres import PostgresStore
+
+    env, token = _moved_workspace(tmp_path, "halfway")
+    writer = subprocess.Popen([sys.executable, "-c", FILE_WRITER, str(tmp_path), token],
+                              stdout=subprocess.PIPE, text=True)
+    assert writer.stdout is not None
+    acked = [writer.stdout.readline().split()[1] for _ in range(50)]
+    target = PostgresStore(pg_url)
+    try:
+        _killed_at("move-marked", "store", "copy", "--to", pg_url, "--use", cwd=tmp_path,
+                   env=env)
+        lines = [writer.stdout.readline().strip() for _ in range(5_000)]
+        writer.kill()
+        writer.wait(timeout=60)
+        refused = next((i for i, line in enumerate(lines) if not line.startswith("ACK ")), None)
+        assert refused is not None, "the writer went on writing to the file log after the kill"
+        assert lines[refused].startswith("MOVED ")
+        acked += [line.split()[1] for line in lines[:refused]]
+        assert set(acked) <= {r["record_id"] for r, _ in target.read()}
+        # Not switched: every command still opens the file log, and every append is refused
+        # with the way out, nothing written.
+        settings = json.loads((tmp_path / ".loopx" / "workspace.json").read_text())
+        assert settings["store"] == "file"
+        head = FileStore(tmp_path / ".loopx").head()
+        add = _cli("todo", "add", "--role", "research_executor", "--action", "run_dev_eval",
+                   "--title", "after", "--todo-id", "after", "--agent-id", "owner", "--json",
+                   cwd=tmp_path,
+                   env={**env, "LOOPX_TOKEN": token})
+        assert add.returncode == 3, add.stdout + add.stderr
+        assert "run `loopx store copy --to 'postgresql://" in json.loads(add.stdout)["hint"]
+        assert FileStore(tmp_path / ".loopx").head() == head
+        # The same command again: nothing left to copy, the switch made.
+        done = _cli("store", "copy", "--to", pg_url, "--use", "--json", cwd=tmp_path, env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        result = json.loads(done.stdout)
+        assert (result["records"], result["resumed_from"]) == (0, head.seq)
+        assert result["head"] == {"seq": head.seq, "hash": head.hash} and result["used"]
+        assert json.loads((tmp_path / ".loopx" / "workspace.json").read_text())["store"] == \
+            without_password(pg_url)
+        checked = _cli("verify", "--expect", f"{head.seq}:{head.hash}", "--json", cwd=tmp_path,
+                       env={**env, "LOOPX_STORE": pg_url})
+        assert checked.returncode == 0 and json.loads(checked.stdout)["anchor"]["ok"]
+    finally:
+        writer.kill()
+        target.drop()
+        target.close()
+
+
+def test_a_copy_killed_part_way_goes_on_from_where_it_stopped(pg_url: str,
+                                                               tmp_path: Path) -> None:
+    """A copy killed after its first committed chunk leaves the start of the log in the
+    target; the same command again copies only the rest, and the result is the whole log byte
+    for byte. A target holding another log is still refused."""
+    from loopx.kernel.checks import Credentials
+    from loopx.kernel.store.postgres import PostgresStore
+    from loopx.work.todos import add_todos
+    from loopx.workspace import find_workspace
+
+    here, other = tmp_path / "here", tmp_path / "other"
+    here.mkdir()
+    other.mkdir()
+    env, token = _moved_workspace(here, "long")
+    ledger = find_workspace(here).ledger()
+    for batch in range(12):  # past the copy's first 5,000-record chunk
+        add_todos(ledger, Credentials(agent_id="owner", token=token), [
+            {"todo_id": f"t-{batch}-{i}", "title": "x", "role": "research_executor",
+             "action_kind": "run_dev_eval", "hypothesis_id": f"h-{batch}-{i}"}
+            for i in range(500)])
+    head = ledger.store.head()
+    target = PostgresStore(pg_url)
+    try:
+        _killed_at("copy-chunk", "store", "copy", "--to", pg_url, cwd=here, env=env)
+        partial = target.head().seq
+        assert 5_000 <= partial < head.seq
+        done = _cli("store", "copy", "--to", pg_url, "--json", cwd=here, env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        result = json.loads(done.stdout)
+        assert result["resumed_from"] == partial and result["records"] == head.seq - partial
+        assert result["head"] == {"seq": head.seq, "hash": head.hash}
+        source = b"".join(data for _, _, data in FileStore(here / ".loopx").raw_segments())
+        assert b"".join(data for _, _, data in target.raw_segments()) == source
+        # Another workspace's log into it: refused, nothing written.
+        _moved_workspace(other, "long")
+        refused = _cli("store", "copy", "--to", pg_url, "--json", cwd=other, env=env)
+        assert refused.returncode == 4, refused.stdout + refused.stderr
+        assert "not the start of this log" in json.loads(refused.stdout)["message"]
+        assert (target.head().seq, target.head().hash) == (head.seq, head.hash)
+    finally:
+        target.drop()
+        target.close()
 
 
 CRASH_WRITER = """

@@ -25,7 +25,9 @@ def store_copy(ctx: click.Context, to: str, use: bool, as_json: bool) -> None:
 
     result = copy_store(workspace_of(ctx), to, use=use)
     head = result["head"]
+    resumed = (f" (going on from seq {result['resumed_from']}, where an earlier copy stopped)"
+               if result["resumed_from"] else "")
     emit(as_json, result,
-         f"copied {result['records']} records to {result['to']}; head seq {head['seq']} "
+         f"copied {result['records']} records to {result['to']}{resumed}; head seq {head['seq']} "
          f"{head['hash']}\ncheck it any time with `loopx verify --expect "
          f"{head['seq']}:{head['hash']}`" + ("\nthis workspace now uses the copy" if use else ""))

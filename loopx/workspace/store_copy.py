@@ -12,6 +12,7 @@ from loopx.kernel.ledger import Ledger
 from loopx.kernel.store.base import Store
 from loopx.kernel.store.copy import Copied, copy_log, copy_rest
 from loopx.kernel.store.file import FileStore
+from loopx.kernel.store.fs import fault
 from loopx.kernel.store.location import (
     FILE,
     is_postgres,
@@ -31,7 +32,8 @@ def copy_store(workspace: Workspace, to: str, *, use: bool = False) -> dict[str,
     PostgreSQL copy as its store. Returns what ``loopx store copy --json`` prints.
 
     Raises:
-        ConflictError: the target already holds records.
+        ConflictError: the target holds records that are not the start of this log (a target
+            holding its start, from a copy that stopped part way, is continued).
         WorkspaceError: ``to`` is neither, ``use`` with a directory, or the directory is taken.
         IntegrityError: the log does not verify, or the copy does not reach its head.
         StorageError: either side refused.
@@ -48,11 +50,14 @@ def copy_store(workspace: Workspace, to: str, *, use: bool = False) -> dict[str,
                 if use and isinstance(source, FileStore):
                     # What they wrote meanwhile, then the switch, under the file log's lock: no
                     # writer gets in between, and none that opened the file log before may
-                    # write to it after.
+                    # write to it after. The mark goes first: a kill between the two steps
+                    # leaves a log that refuses every append until the same command is run
+                    # again, never a switched workspace whose old log still takes appends.
                     with source.locked():
                         copied = copy_rest(source, target, copied)
-                        _record_store(workspace, shown)
                         source.mark_moved(shown, target.head())
+                        fault("move-marked")  # tests: pause between the two steps
+                        _record_store(workspace, shown)
                 elif use:
                     _record_store(workspace, shown)
         else:
@@ -72,7 +77,7 @@ def copy_store(workspace: Workspace, to: str, *, use: bool = False) -> dict[str,
             shown = str(root)
     return {"from": redact(workspace.store_location if workspace.store_location != FILE
                            else str(workspace.dir)),
-            "to": shown, "records": copied.records,
+            "to": shown, "records": copied.records, "resumed_from": copied.resumed_from,
             "head": {"seq": copied.head_seq, "hash": copied.head_hash}, "used": use}
 
 

@@ -17,13 +17,15 @@ FILE_SEGMENT_BYTES = 64 * 1024 * 1024  # as the file store's default rollover
 
 @dataclass(frozen=True)
 class Copied:
-    """What a copy moved: the record count, the head both sides now share, and where the
-    source's reading stopped (for :func:`copy_rest`)."""
+    """What a copy moved: the record count, the head both sides now share, where the
+    source's reading stopped (for :func:`copy_rest`), and the seq an earlier, stopped copy had
+    reached (0 for a copy into an empty log)."""
 
     records: int
     head_seq: int
     head_hash: str
     source_cursor: Cursor | None = None
+    resumed_from: int = 0
 
 
 class Batches:
@@ -45,23 +47,25 @@ class Batches:
 
 
 def copy_log(source: Store, target: Store) -> Copied:
-    """Copy every committed record of ``source`` into the empty ``target``; verify both.
+    """Copy every committed record of ``source`` into ``target``; verify both. A target that
+    already holds the start of this same log (a copy stopped part way, by a kill or a dropped
+    connection) is continued from its head: its head hash must be the source's at that seq.
 
     Raises:
-        ConflictError: the target already has records.
+        ConflictError: the target holds other records than the start of this log.
         IntegrityError: the source does not verify, or the copy does not reach its head.
         StorageError: either side refused a read or a write.
     """
-    if target.head().seq != 0:
-        raise ConflictError("the target log already has records; nothing was copied",
-                            hint="copy into a new, empty log (another ?log= name or directory)")
+    start = target.head()
+    load = getattr(target, "load", None)
+    if start.seq and load is None:
+        raise _taken(start.seq, "a file log is copied into only when it is empty")
     checked = verify_store(source)
     if not checked.ok:
         raise IntegrityError(f"the source log does not verify (first bad seq "
                              f"{checked.first_bad_seq}: {checked.problem}); nothing was copied",
                              seq=checked.first_bad_seq, hint="run `loopx verify`")
-    read = Batches(source)
-    load = getattr(target, "load", None)
+    read = Batches(source, _resume_at(source, start) if start.seq else None)
     if load is not None:
         load(read)
     else:
@@ -76,7 +80,7 @@ def copy_log(source: Store, target: Store) -> Copied:
         raise IntegrityError(f"the copy does not verify (first bad seq {copied.first_bad_seq}: "
                              f"{copied.problem})", seq=copied.first_bad_seq,
                              hint="delete the copy and run `loopx store copy` again")
-    return Copied(read.records, copied.head_seq, copied.head_hash, read.cursor)
+    return Copied(read.records, copied.head_seq, copied.head_hash, read.cursor, start.seq)
 
 
 def copy_rest(source: Store, target: Store, copied: Copied) -> Copied:
@@ -98,7 +102,25 @@ def copy_rest(source: Store, target: Store, copied: Copied) -> Copied:
         raise IntegrityError(f"the copy ends at seq {head.seq}, the source at {end.seq}",
                              seq=min(head.seq, end.seq) + 1,
                              hint="delete the copy and run `loopx store copy` again")
-    return Copied(copied.records + read.records, head.seq, head.hash, read.cursor)
+    return Copied(copied.records + read.records, head.seq, head.hash, read.cursor,
+                  copied.resumed_from)
+
+
+def _resume_at(source: Store, head: Cursor) -> Cursor:
+    """The source's cursor just past ``head``, the head of a target a stopped copy left: the
+    hash chain makes a matching hash at that seq mean the target holds this log up to there."""
+    for record, cursor in source.read():
+        if record["seq"] == head.seq:
+            if record["hash"] == head.hash and record["seq"] == record["batch_end"]:
+                return cursor
+            break
+    raise _taken(head.seq, "they are not the start of this log")
+
+
+def _taken(seq: int, why: str) -> ConflictError:
+    return ConflictError(f"the target log already holds {seq} records and {why}; nothing was "
+                         "copied", hint="copy into a new, empty log (another ?log= name or "
+                                        "directory)")
 
 
 def _load_file(target: object, source: Iterator[list[bytes]]) -> None:
@@ -111,7 +133,7 @@ def _load_file(target: object, source: Iterator[list[bytes]]) -> None:
     target.create()
     with target.locked():
         if target.segments() != [1] or os.path.getsize(target.segment_path(1)) != 0:
-            raise ConflictError("the target log already has records; nothing was copied")
+            raise _taken(target.head().seq, "a file log is copied into only when it is empty")
         seg, size, seq = 1, 0, 0
         fd = os.open(target.segment_path(1), os.O_WRONLY | os.O_APPEND)
         try:

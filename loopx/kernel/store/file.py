@@ -164,11 +164,14 @@ class FileStore(SegmentReader):
                 moved = {}
             finally:
                 os.close(fd)
-        to, seq = moved.get("to", "another store"), moved.get("seq", "?")
-        raise WorkspaceError(f"this log moved to {to} at seq {seq} (`loopx store copy --use`); "
-                             "nothing was written",
+        to, seq = moved.get("to"), moved.get("seq", "?")
+        raise WorkspaceError(f"this log moved to {to or 'another store'} at seq {seq} (`loopx "
+                             "store copy --use`); nothing was written",
                              hint="open the workspace again: its store is the new one now (a "
-                                  "process that opened the log before the move must restart)")
+                                  "process that opened the log before the move must restart); "
+                                  "if workspace.json still names the file log, the move stopped "
+                                  f"before its switch: run `loopx store copy --to '{to or 'URL'}' "
+                                  "--use` again to finish it")
 
     def _append_locked(self, batch: Sequence[Record | Encoded] | BatchBuilder,
                        expect_seq: int | None

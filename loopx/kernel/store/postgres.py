@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopx.kernel.errors import ConflictError, IntegrityError, NotFound
 from loopx.kernel.store.base import Cursor, Record, Store
+from loopx.kernel.store.fs import fault
 from loopx.kernel.store.postgres_append import PgAppender
 from loopx.kernel.store.postgres_rows import checked, columns, parsed
 from loopx.kernel.store.postgres_sql import LOCK_HEAD, SERVER_NOW, WRITE
@@ -69,6 +70,7 @@ class PostgresStore(PgAppender, Store):
             if len(chunk) >= 5000:
                 self._load_chunk(chunk, lines)
                 chunk, lines = [], []
+                fault("copy-chunk")  # tests: pause with a committed prefix copied
         if chunk:
             self._load_chunk(chunk, lines)
 
@@ -91,8 +93,8 @@ class PostgresStore(PgAppender, Store):
                     **columns(records), "tss": [r["ts"] for r in records], "lines": lines,
                     "head_seq": last["seq"], "head_hash": last["hash"]})
 
-        self._retrying("copy into", step, outcome="records copied so far stay; delete the log "
-                                                  "and copy again")
+        self._retrying("copy into", step, outcome="the records copied so far stay: run the "
+                                                  "same `loopx store copy` again to go on")
 
     # -- reading --------------------------------------------------------------------------
 
