@@ -245,3 +245,28 @@ def test_a_moved_log_refuses_every_later_append(tmp_path: Path) -> None:
     assert b"".join(data for _, _, data in store.raw_segments()) == before  # nothing written
     assert [r["seq"] for r, _ in stale.read()] == [1, 2]  # and it still reads
     assert verify_workspace(store, workspace_rules=False).ok
+
+
+def test_a_file_log_copied_to_a_directory_is_the_same_log_and_never_copied_over(
+        tmp_path: Path) -> None:
+    from loopx.kernel.errors import ConflictError, WorkspaceError
+    from loopx.kernel.store.copy import copy_log
+    from loopx.workspace import copy_store
+
+    workspace, _ = init_workspace(tmp_path / "here", "copied")
+    result = copy_store(workspace, str(tmp_path / "there"))
+    source, target = FileStore(workspace.dir), FileStore(tmp_path / "there" / ".loopx")
+    head = source.head()
+    assert (result["records"], result["resumed_from"], result["used"]) == (head.seq, 0, False)
+    assert result["head"] == {"seq": head.seq, "hash": head.hash}
+    assert b"".join(d for _, _, d in target.raw_segments()) == \
+        b"".join(d for _, _, d in source.raw_segments())
+    assert json.loads((tmp_path / "there" / ".loopx" / "workspace.json").read_text())["store"] \
+        == "file"
+    with pytest.raises(WorkspaceError, match="already exists; copy into a new directory"):
+        copy_store(workspace, str(tmp_path / "there"))
+    # A file log is never copied into once it has records, even the start of the same log.
+    before = b"".join(d for _, _, d in target.raw_segments())
+    with pytest.raises(ConflictError, match=f"holds {head.seq} records, and a file log"):
+        copy_log(source, target)
+    assert b"".join(d for _, _, d in target.raw_segments()) == before

@@ -59,7 +59,7 @@ def copy_log(source: Store, target: Store) -> Copied:
     start = target.head()
     load = getattr(target, "load", None)
     if start.seq and load is None:
-        raise _taken(start.seq, "a file log is copied into only when it is empty")
+        raise _taken(f"{start.seq} records, and a file log is copied into only when empty")
     checked = verify_store(source)
     if not checked.ok:
         raise IntegrityError(f"the source log does not verify (first bad seq "
@@ -114,13 +114,12 @@ def _resume_at(source: Store, head: Cursor) -> Cursor:
             if record["hash"] == head.hash and record["seq"] == record["batch_end"]:
                 return cursor
             break
-    raise _taken(head.seq, "they are not the start of this log")
+    raise _taken(f"{head.seq} records that are not this log's first {head.seq}")
 
 
-def _taken(seq: int, why: str) -> ConflictError:
-    return ConflictError(f"the target log already holds {seq} records and {why}; nothing was "
-                         "copied", hint="copy into a new, empty log (another ?log= name or "
-                                        "directory)")
+def _taken(what: str) -> ConflictError:
+    return ConflictError(f"the target log already holds {what}; nothing was copied",
+                         hint="copy into a new, empty log (another ?log= name or directory)")
 
 
 def _load_file(target: object, source: Iterator[list[bytes]]) -> None:
@@ -133,7 +132,8 @@ def _load_file(target: object, source: Iterator[list[bytes]]) -> None:
     target.create()
     with target.locked():
         if target.segments() != [1] or os.path.getsize(target.segment_path(1)) != 0:
-            raise _taken(target.head().seq, "a file log is copied into only when it is empty")
+            raise _taken(f"{target.head().seq} records, and a file log is copied into only "
+                         "when empty")
         seg, size, seq = 1, 0, 0
         fd = os.open(target.segment_path(1), os.O_WRONLY | os.O_APPEND)
         try:
