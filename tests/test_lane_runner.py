@@ -30,9 +30,9 @@ GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
 class Setup:
     """A file workspace with a contract, hypothesis h1 and the research agents."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, store: str | None = None) -> None:
         self.root = root
-        workspace, owner_token = init_workspace(root, "runner")
+        workspace, owner_token = init_workspace(root, "runner", store=store)
         self.ledger = workspace.ledger()
         self.owner = Credentials("owner", owner_token)
         self.r = ResearchLoop(self.ledger, self.owner)
@@ -391,3 +391,38 @@ def test_an_attempt_past_the_limit_is_refused_and_its_todo_not_left_claimed(ws: 
                  and r["payload"]["event"] == "failed"]
     assert "its packet was refused" in failure["payload"]["reason"]
     assert ws.todo("dev-race")["status"] != "claimed"
+
+
+@pytest.mark.parametrize("backend", ["file", "postgresql"])
+def test_an_idle_lane_stops_when_its_log_moves_instead_of_waiting_forever(
+        backend: str, tmp_path: Path, request: pytest.FixtureRequest,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lane waiting for todos on a log that moved (``store copy --use``, here or on another
+    host) would wait for records that never come there: it stops, saying where the log went.
+    (On files its next should-run is refused; on PostgreSQL a should-run that claims nothing
+    writes nothing, so the runner looks for the mark after each wait.)"""
+    env: dict[str, str] = {}
+    if backend == "postgresql":
+        url = request.getfixturevalue("pg_url")
+        env["LOOPX_STORE"] = url  # the password, for the lane process and this one
+        monkeypatch.setenv("LOOPX_STORE", url)
+    root = tmp_path / "ws"
+    root.mkdir()
+    ws = Setup(root, store=url if backend == "postgresql" else None)
+    runner = ws.lane("ex", ws.script("never", "raise SystemExit(1)"), "--no-worktree",
+                     "--idle-polls", "100000", wait=False, env=env)
+    try:
+        time.sleep(1.0)  # started and idle
+        assert runner.poll() is None
+        store = ws.ledger.store
+        head = store.head()
+        with store.locked():  # type: ignore[attr-defined]
+            store.mark_moved("postgresql://loopx@db/loopx?log=runner",  # type: ignore[attr-defined]
+                             head)
+        out, err = runner.communicate(timeout=60)
+    finally:
+        runner.kill()
+    assert runner.returncode == 3, out + err
+    assert "Traceback" not in err
+    assert json.loads(out)["message"].startswith(
+        "this log moved to postgresql://loopx@db/loopx?log=runner at seq")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -505,11 +506,12 @@ def test_store_copy_to_postgresql_and_back_keeps_every_byte(pg_url: str, tmp_pat
     assert checked.returncode == 0 and json.loads(checked.stdout)["anchor"]["ok"], checked.stdout
     assert json.loads((here / ".loopx" / "workspace.json").read_text())["store"] == \
         without_password(pg_url)
-    # The same copy run again finds the log whole there: nothing to copy, nothing written.
-    again = _cli("store", "copy", "--to", pg_url, "--json", cwd=here, env=on_pg)
-    assert again.returncode == 0, again.stdout + again.stderr
-    assert json.loads(again.stdout) | {"from": None} == {
-        **moved, "from": None, "records": 0, "resumed_from": 6, "used": False}
+    # The workspace's log is now that log: copying (or moving) it onto itself is refused,
+    # nothing written (moved onto itself, it would refuse every append).
+    for use in ([], ["--use"]):
+        again = _cli("store", "copy", "--to", pg_url, *use, "--json", cwd=here, env=on_pg)
+        assert again.returncode == 3, again.stdout + again.stderr
+        assert "is this workspace's own log" in json.loads(again.stdout)["message"]
     # And back to a file log: the same bytes as the original segment.
     home = _cli("store", "copy", "--to", str(back), "--json", cwd=here, env=on_pg)
     assert home.returncode == 0, home.stdout + home.stderr
@@ -636,8 +638,8 @@ def test_a_move_killed_between_mark_and_switch_loses_nothing_and_finishes_when_r
         assert settings["store"] == "file"
         head = FileStore(tmp_path / ".loopx").head()
         add = _cli("todo", "add", "--role", "research_executor", "--action", "run_dev_eval",
-                   "--title", "after", "--todo-id", "after", "--agent-id", "owner", "--json",
-                   cwd=tmp_path,
+                   "--title", "after", "--todo-id", "after", "--hypothesis", "h-after",
+                   "--agent-id", "owner", "--json", cwd=tmp_path,
                    env={**env, "LOOPX_TOKEN": token})
         assert add.returncode == 3, add.stdout + add.stderr
         assert "run `loopx store copy --to 'postgresql://" in json.loads(add.stdout)["hint"]
@@ -657,6 +659,73 @@ def test_a_move_killed_between_mark_and_switch_loses_nothing_and_finishes_when_r
         writer.kill()
         target.drop()
         target.close()
+
+
+def test_a_shared_log_moved_on_one_host_refuses_the_others_until_they_follow(
+        pg_url: str, tmp_path: Path) -> None:
+    """Two hosts share one PostgreSQL log; host A moves it to another log with ``--use``. A
+    lane on host B that opened the old log must be refused from then on (it cannot see A's
+    workspace.json), with every record it was told is stored in the new log; host B then
+    follows with the same command, and its writes land where A's do."""
+    from loopx.kernel.store.postgres import PostgresStore
+
+    new_url = pg_url.rsplit("log=", 1)[0] + f"log=n{pg_url.rsplit('log=', 1)[1]}"
+    env = {k: v for k, v in os.environ.items() if k != "LOOPX_STORE"}
+    env["PGPASSWORD"] = _password(pg_url)
+    host_a, host_b = tmp_path / "a", tmp_path / "b"
+    host_a.mkdir()
+    made = _cli("init", "--goal-id", "shared", "--store", pg_url, "--json", cwd=host_a,
+                env=env)
+    assert made.returncode == 0, made.stderr
+    token = json.loads(made.stdout)["owner_token"]
+    shutil.copytree(host_a / ".loopx", host_b / ".loopx")  # as docs/store.md says
+    writer = subprocess.Popen([sys.executable, "-c", FILE_WRITER, str(host_b), token],
+                              stdout=subprocess.PIPE, text=True, env=env)
+    assert writer.stdout is not None
+    acked = [writer.stdout.readline().split()[1] for _ in range(30)]  # B is writing
+    old, new = PostgresStore(pg_url), PostgresStore(new_url)
+    try:
+        there = _cli("store", "copy", "--to", new_url, "--use", "--json", cwd=host_a, env=env)
+        assert there.returncode == 0, there.stdout + there.stderr
+        moved = json.loads(there.stdout)
+        lines = [writer.stdout.readline().strip() for _ in range(5_000)]
+        writer.kill()
+        writer.wait(timeout=60)
+        refused = next((i for i, line in enumerate(lines) if not line.startswith("ACK ")), None)
+        assert refused is not None, "host B went on writing to the old log after the move"
+        assert lines[refused].startswith(f"MOVED this log moved to {without_password(new_url)}")
+        acked += [line.split()[1] for line in lines[:refused]]
+        assert set(acked) <= {r["record_id"] for r, _ in new.read()}
+        assert old.head().seq == moved["head"]["seq"]  # nothing after the mark
+        # Host A goes on in the new log; host B is refused, nothing written, told what to run.
+        add = ["todo", "add", "--role", "research_executor", "--action", "run_dev_eval",
+               "--title", "after", "--hypothesis", "h-after", "--agent-id", "owner", "--json"]
+        on_a = _cli(*add, "--todo-id", "from-a", cwd=host_a, env={**env, "LOOPX_TOKEN": token})
+        assert on_a.returncode == 0, on_a.stdout + on_a.stderr
+        on_b = _cli(*add, "--todo-id", "from-b", cwd=host_b, env={**env, "LOOPX_TOKEN": token})
+        assert on_b.returncode == 3, on_b.stdout + on_b.stderr
+        assert f"--to '{without_password(new_url)}' --use" in json.loads(on_b.stdout)["hint"]
+        assert old.head().seq == moved["head"]["seq"]
+        # Following it anywhere else is refused, nothing written.
+        astray = _cli("store", "copy", "--to", pg_url.replace("log=", "log=x"), "--use",
+                      "--json", cwd=host_b, env=env)
+        assert astray.returncode == 3, astray.stdout + astray.stderr
+        assert json.loads(astray.stdout)["message"].startswith(
+            f"this log moved to {without_password(new_url)}, not to")
+        # Host B follows: nothing to copy (the new log is ahead of the mark), the switch made.
+        follow = _cli("store", "copy", "--to", new_url, "--use", "--json", cwd=host_b, env=env)
+        assert follow.returncode == 0, follow.stdout + follow.stderr
+        followed = json.loads(follow.stdout)
+        assert (followed["records"], followed["resumed_from"]) == (0, moved["head"]["seq"])
+        assert followed["head"]["seq"] == moved["head"]["seq"] + 1  # A's todo
+        on_b = _cli(*add, "--todo-id", "from-b", cwd=host_b, env={**env, "LOOPX_TOKEN": token})
+        assert on_b.returncode == 0, on_b.stdout + on_b.stderr
+        assert [r["payload"].get("todo_id") for r, _ in new.read()][-2:] == ["from-a", "from-b"]
+    finally:
+        writer.kill()
+        for store in (old, new):
+            store.drop()
+            store.close()
 
 
 def test_a_copy_killed_part_way_goes_on_from_where_it_stopped(pg_url: str,

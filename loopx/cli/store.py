@@ -25,7 +25,7 @@ def store_copy(ctx: click.Context, to: str, use: bool, as_json: bool) -> None:
 
     result = copy_store(workspace_of(ctx), to, use=use)
     head = result["head"]
-    resumed = (f" (going on from seq {result['resumed_from']}, where an earlier copy stopped)"
+    resumed = (f" (the target already held this log up to seq {result['resumed_from']})"
                if result["resumed_from"] else "")
     emit(as_json, result,
          f"copied {result['records']} records to {result['to']}{resumed}; head seq {head['seq']} "

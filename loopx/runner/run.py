@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from loopx.kernel.errors import LoopxError, StaleLease, UsageProblem
+from loopx.kernel.store.moved import moved_refusal
 from loopx.runner.attempt import (
     MAX_OUTPUT,
     Attempt,
@@ -171,6 +172,9 @@ class LaneRunner:
         store = self.ledger.store
         store.wait(store.head().seq, seconds, stop=lambda: self.stopping)
         self._check_stop()
+        moved = store.moved()
+        if moved is not None:  # nothing will ever come here: stop as an append would be told
+            raise moved_refusal(moved)
 
     # -- one attempt --------------------------------------------------------------------------
 

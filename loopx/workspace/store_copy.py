@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from loopx.kernel.errors import StorageError, WorkspaceError
+from loopx.kernel.errors import IntegrityError, StorageError, WorkspaceError
 from loopx.kernel.ledger import Ledger
 from loopx.kernel.store.base import Store
 from loopx.kernel.store.copy import Copied, copy_log, copy_rest
@@ -20,6 +20,8 @@ from loopx.kernel.store.location import (
     redact,
     without_password,
 )
+from loopx.kernel.store.moved import Moved
+from loopx.kernel.verify import Anchor, verify_store
 from loopx.workspace.create import undo_init
 from loopx.workspace.directory import WORKSPACE_DIR, Workspace
 from loopx.workspace.files import GITIGNORE, copy_profiles, write_atomic
@@ -46,19 +48,27 @@ def copy_store(workspace: Workspace, to: str, *, use: bool = False) -> dict[str,
             location = parse_postgres(to, default_log=goal).conninfo_with_log()
             shown = without_password(location)
             with PostgresStore(location) as target:
-                copied = copy_log(source, target)  # the bulk, while writers go on
-                if use and isinstance(source, FileStore):
-                    # What they wrote meanwhile, then the switch, under the file log's lock: no
-                    # writer gets in between, and none that opened the file log before may
-                    # write to it after. The mark goes first: a kill between the two steps
-                    # leaves a log that refuses every append until the same command is run
-                    # again, never a switched workspace whose old log still takes appends.
-                    with source.locked():
-                        copied = copy_rest(source, target, copied)
-                        source.mark_moved(shown, target.head())
+                if isinstance(source, PostgresStore) and source.identity() == target.identity():
+                    raise WorkspaceError(f"{shown} is this workspace's own log; nothing was "
+                                         "copied", hint="copy to another ?log= name or database")
+                if use and not isinstance(source, FileStore | PostgresStore):
+                    raise TypeError(f"cannot move a {type(source).__name__}")
+                moved = source.moved() if use else None
+                if moved is not None:
+                    copied = _moved_already(moved, target, shown)
+                else:
+                    copied = copy_log(source, target)  # the bulk, while writers go on
+                    if use:
+                        # What they wrote meanwhile and the mark, holding the log so that no
+                        # writer gets in between; then the switch. The mark comes first: a
+                        # kill before the switch leaves a log that refuses every append until
+                        # this command runs again, never a switched workspace whose old log
+                        # still takes appends (on a shared PostgreSQL log, from other hosts).
+                        with source.locked():
+                            copied = copy_rest(source, target, copied)
+                            source.mark_moved(shown, target.head())
                         fault("move-marked")  # tests: pause between the two steps
-                        _record_store(workspace, shown)
-                elif use:
+                if use:
                     _record_store(workspace, shown)
         else:
             if use:
@@ -79,6 +89,24 @@ def copy_store(workspace: Workspace, to: str, *, use: bool = False) -> dict[str,
                            else str(workspace.dir)),
             "to": shown, "records": copied.records, "resumed_from": copied.resumed_from,
             "head": {"seq": copied.head_seq, "hash": copied.head_hash}, "used": use}
+
+
+def _moved_already(moved: Moved, target: Store, shown: str) -> Copied:
+    """The switch alone, for a log already moved to ``shown`` (by this command stopped before
+    its switch, or on another host): the target must hold the moved log up to the mark."""
+    if moved.to != shown:
+        raise WorkspaceError(f"this log moved to {moved.to or 'another store'}, not to {shown}",
+                             hint=f"run `loopx store copy --to '{moved.to or 'URL'}' --use` to "
+                                  "switch to where it went")
+    if moved.seq is None or moved.hash is None:
+        raise WorkspaceError("this log's moved mark names no head",
+                             hint="run `loopx verify` on both logs, then fix .loopx/workspace.json")
+    checked = verify_store(target, Anchor(moved.seq, moved.hash))
+    if not checked.ok:
+        raise IntegrityError(f"{shown} does not hold this log up to where it moved (seq "
+                             f"{moved.seq}): {checked.problem}", seq=checked.first_bad_seq,
+                             hint="run `loopx verify` on both logs")
+    return Copied(0, checked.head_seq, checked.head_hash, None, moved.seq)
 
 
 def _copy_to_directory(workspace: Workspace, source: Store, root: Path) -> Copied:

@@ -14,6 +14,7 @@ from typing import Any
 from loopx.kernel.canonical import GENESIS_HASH, dumps, dumps_value, sha256_hex
 from loopx.kernel.errors import FieldProblem, NotFound, RecordRejected
 from loopx.kernel.plain import Frozen, Value
+from loopx.kernel.store.moved import Moved
 
 MAX_RECORD_BYTES = 64 * 1024
 MAX_BATCH_BYTES = 1024 * 1024
@@ -289,6 +290,12 @@ class Store(ABC):
             if left <= 0 or (stop is not None and stop()):
                 return False
             time.sleep(min(0.05, left))
+
+    def moved(self) -> Moved | None:
+        """Where this log moved (``loopx store copy --use``), if it did: every append to it is
+        then refused, and a waiter for its records would wait forever. None here: a store
+        that cannot be moved from."""
+        return None
 
     def close(self) -> None:
         """Release file handles; the store may not be used afterwards."""

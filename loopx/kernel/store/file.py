@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from loopx.kernel.canonical import now_ts, sha256_hex
-from loopx.kernel.errors import ConflictError, LockTimeout, StorageError, WorkspaceError
+from loopx.kernel.errors import ConflictError, LockTimeout, StorageError
 from loopx.kernel.store.base import (
     BatchBuilder,
     Clock,
@@ -35,6 +35,7 @@ from loopx.kernel.store.clock import (
 from loopx.kernel.store.fs import fault, fsync_dir, replace_file, write_all
 from loopx.kernel.store.lines import segment_name
 from loopx.kernel.store.lock import FileLockPath, LockTimeoutExpired
+from loopx.kernel.store.moved import Moved, moved_refusal
 from loopx.kernel.store.quarantine import keep, quarantine_name, repair_record
 from loopx.kernel.store.segment_reader import SegmentReader
 
@@ -150,34 +151,31 @@ class FileStore(SegmentReader):
         data = json.dumps({"to": to, "seq": head.seq, "hash": head.hash}, sort_keys=True)
         replace_file(Path(self._moved), (data + "\n").encode())
 
-    def _refuse_if_moved(self) -> None:
+    def moved(self) -> Moved | None:
+        """The mark :meth:`mark_moved` left, if any (its fields None where unreadable)."""
         try:
             fd = os.open(self._moved, os.O_RDONLY)  # one failing open: the common case
         except FileNotFoundError:
-            return
+            return None
         except OSError:
-            moved = {}
-        else:
-            try:
-                moved = json.loads(os.read(fd, 65536))
-            except (OSError, ValueError):
-                moved = {}
-            finally:
-                os.close(fd)
-        to, seq = moved.get("to"), moved.get("seq", "?")
-        raise WorkspaceError(f"this log moved to {to or 'another store'} at seq {seq} (`loopx "
-                             "store copy --use`); nothing was written",
-                             hint="open the workspace again: its store is the new one now (a "
-                                  "process that opened the log before the move must restart); "
-                                  "if workspace.json still names the file log, the move stopped "
-                                  f"before its switch: run `loopx store copy --to '{to or 'URL'}' "
-                                  "--use` again to finish it")
+            return Moved(None, None, None)
+        try:
+            mark = json.loads(os.read(fd, 65536))
+        except (OSError, ValueError):
+            mark = {}
+        finally:
+            os.close(fd)
+        if not isinstance(mark, dict):
+            mark = {}
+        return Moved(mark.get("to"), mark.get("seq"), mark.get("hash"))
 
     def _append_locked(self, batch: Sequence[Record | Encoded] | BatchBuilder,
                        expect_seq: int | None
                        ) -> tuple[int, Sequence[Record | Encoded], list[Record]]:
         self._seen = None
-        self._refuse_if_moved()
+        moved = self.moved()
+        if moved is not None:
+            raise moved_refusal(moved)
         head, seg, committed_end = self._find_head()
         if expect_seq is not None and head.seq != expect_seq:
             raise ConflictError(f"log is at seq {head.seq}, not the expected {expect_seq}",

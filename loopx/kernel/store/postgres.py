@@ -14,14 +14,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from loopx.kernel.errors import ConflictError, IntegrityError, NotFound
 from loopx.kernel.store.base import Cursor, Record, Store
 from loopx.kernel.store.fs import fault
+from loopx.kernel.store.moved import Moved
 from loopx.kernel.store.postgres_append import PgAppender
 from loopx.kernel.store.postgres_rows import checked, columns, parsed
-from loopx.kernel.store.postgres_sql import LOCK_HEAD, SERVER_NOW, WRITE
+from loopx.kernel.store.postgres_sql import (
+    LOCK_HEAD,
+    MARK_MOVED,
+    READ_MOVED,
+    SERVER_NOW,
+    WRITE,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -49,6 +57,72 @@ class PostgresStore(PgAppender, Store):
 
         self._retrying("delete the log in", step)
         self._seen, self._ahead = None, (0, [])
+
+    # -- moving out -----------------------------------------------------------------------
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the log's head row, so that no append from any host gets in, in one transaction
+        committed on leaving (rolled back on an error): a move's last steps. Reads inside see
+        the log up to its head."""
+        import psycopg
+
+        self.create()  # a database from an earlier loopx gets the moved mark's column
+        with self._mutex:
+            conn = self._connection()
+            try:
+                conn.execute("BEGIN")
+                row = conn.execute(LOCK_HEAD, (self.log,)).fetchone()
+                if row is None:
+                    raise NotFound(f"no log {self.log!r} on {self.display}")
+                seq, digest, ts, _ = row
+                self._locked = Cursor(seq, digest, ts, (seq,)) if seq else Cursor()
+                yield
+                self._locked = None
+                conn.execute("COMMIT")  # under the session's synchronous_commit: durable
+            except psycopg.Error as exc:
+                self._locked = None
+                self._rollback(conn)
+                self._fail(exc, "lock the log in", "the move is not finished: run the same "
+                                                   "command again")
+            except BaseException:
+                self._locked = None
+                self._rollback(conn)
+                raise
+
+    def mark_moved(self, to: str, head: Cursor) -> None:
+        """Refuse every later append, from any host: the log now lives at ``to`` (shown to
+        writers, so no password), from ``head`` (this log's head) on. Call it holding
+        :meth:`locked`; the mark commits with it."""
+        if self._locked is None or self._locked.seq != head.seq:
+            raise ConflictError(f"log is at seq {self.head().seq}, not the copied {head.seq}")
+        self._connection().execute(MARK_MOVED, (to, self.log))
+
+    def identity(self) -> tuple[Any, ...]:
+        """What tells two logs apart whatever URL reached them: the cluster's system
+        identifier (set once by initdb), the database and the log's name."""
+
+        def step(conn: psycopg.Connection[Any]) -> tuple[Any, ...]:
+            row = conn.execute("SELECT (SELECT system_identifier FROM pg_control_system()),"
+                               " current_database()").fetchone()
+            return tuple(row or ())
+
+        return (*self._retrying("read", step), self.log)
+
+    def moved(self) -> Moved | None:
+        """The mark :meth:`mark_moved` left, if any."""
+        import psycopg.errors as pe
+
+        def step(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+            try:
+                return conn.execute(READ_MOVED, (self.log,)).fetchall()
+            except (pe.UndefinedTable, pe.UndefinedColumn):  # no log, or none ever moved here
+                return []
+
+        rows = self._retrying("read", step)
+        if not rows or rows[0][0] is None:
+            return None
+        return Moved(rows[0][0], rows[0][1], rows[0][2])
 
     # -- copying in ----------------------------------------------------------------------
 

@@ -20,7 +20,8 @@ from loopx.kernel.errors import LockTimeout, StorageError
 from loopx.kernel.lazy_re import lazy_compile
 from loopx.kernel.store.base import Clock
 from loopx.kernel.store.location import parse_postgres, passwords, redact
-from loopx.kernel.store.postgres_sql import CLOCK
+from loopx.kernel.store.moved import Moved, moved_refusal
+from loopx.kernel.store.postgres_sql import CLOCK, MOVED_STATE
 
 if TYPE_CHECKING:
     import psycopg
@@ -156,6 +157,11 @@ class PgSession:
     def _fail(self, exc: Exception, doing: str, outcome: str) -> NoReturn:
         import psycopg.errors as pe
 
+        if getattr(exc, "sqlstate", None) == MOVED_STATE:  # the log's trigger: it moved
+            diag = exc.diag  # type: ignore[attr-defined]
+            seq, _, digest = (diag.message_detail or "").partition(" ")
+            raise moved_refusal(Moved(diag.message_primary, int(seq) if seq.isdigit() else None,
+                                      digest or None)) from None
         if isinstance(exc, pe.LockNotAvailable):
             raise LockTimeout(f"could not lock the log {self.log!r} on {self.display} in "
                               f"{self.lock_timeout:g} s",

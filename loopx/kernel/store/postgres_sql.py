@@ -166,7 +166,39 @@ BEGIN
 END
 $fn$;
 """
-SCHEMA = TABLES + APPEND_FUNCTION + SEAL_PROCEDURE
+# A log moved to another store (``loopx store copy --use``) keeps where it went in its head
+# row; from then on the trigger refuses every update that would move the head, so every append
+# path (the function, the procedure, the locked write, a copy's load), from any client version
+# on any host, fails with MOVED_STATE and writes nothing. The WHEN clause is evaluated without
+# calling the function, so an append to a log that never moved pays almost nothing for it.
+MOVED_STATE = "54LX2"
+MOVED_SCHEMA = f"""
+CREATE OR REPLACE FUNCTION loopx_refuse_moved() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = '{MOVED_STATE}', MESSAGE = OLD.moved_to,
+        DETAIL = OLD.seq::text || ' ' || OLD.hash;
+END
+$fn$;
+DO $do$
+BEGIN
+    -- (checked first: ALTER TABLE would lock the table even when the column is there)
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'loopx_head'::regclass
+                   AND attname = 'moved_to' AND NOT attisdropped) THEN
+        ALTER TABLE loopx_head ADD COLUMN moved_to text;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'loopx_head_moved'
+                   AND tgrelid = 'loopx_head'::regclass) THEN
+        CREATE TRIGGER loopx_head_moved BEFORE UPDATE ON loopx_head FOR EACH ROW
+        WHEN (OLD.moved_to IS NOT NULL AND NEW.seq IS DISTINCT FROM OLD.seq)
+        EXECUTE FUNCTION loopx_refuse_moved();
+    END IF;
+END
+$do$;
+"""
+SCHEMA = TABLES + APPEND_FUNCTION + SEAL_PROCEDURE + MOVED_SCHEMA
+MARK_MOVED = "UPDATE loopx_head SET moved_to = %s WHERE log = %s"
+READ_MOVED = "SELECT moved_to, seq, hash FROM loopx_head WHERE log = %s"
 
 APPEND = """
 SELECT * FROM loopx_append(%s::text, %s::bigint, %s::text, %s::text, %s::float8, %s::text,
