@@ -728,6 +728,57 @@ def test_a_shared_log_moved_on_one_host_refuses_the_others_until_they_follow(
             store.close()
 
 
+def test_a_second_host_joins_the_campaign_with_one_command(pg_url: str,
+                                                           tmp_path: Path) -> None:
+    """``init --store URL --join`` on a second host: settings only (no genesis, no owner
+    token), the goal read from the log; its writes land in the shared log. Joining a log
+    that does not exist, or as another goal, creates nothing."""
+    env = {k: v for k, v in os.environ.items() if k != "LOOPX_STORE"}
+    env["PGPASSWORD"] = _password(pg_url)
+    first, second, stray = tmp_path / "first", tmp_path / "second", tmp_path / "stray"
+    for d in (first, second, stray):
+        d.mkdir()
+    made = _cli("init", "--goal-id", "joint", "--store", pg_url, "--contract-scope", "src",
+                "--json", cwd=first, env=env)
+    assert made.returncode == 0, made.stderr
+    token = json.loads(made.stdout)["owner_token"]
+    missing = pg_url.replace("log=", "log=none")
+    for args, why in (((missing,), "holds no loopx log"),
+                      ((pg_url, "--goal-id", "other"), "is the log of goal 'joint', not 'other'")):
+        refused = _cli("init", "--store", *args, "--join", "--json", cwd=stray, env=env)
+        assert refused.returncode == 3, refused.stdout + refused.stderr
+        assert why in json.loads(refused.stdout)["message"]
+        assert not (stray / ".loopx").exists()  # nothing created
+    no_file = _cli("init", "--store", "file", "--join", "--json", cwd=stray, env=env)
+    assert no_file.returncode == 2 and json.loads(no_file.stdout)["problems"][0]["field"] \
+        == "store"
+    assert not (stray / ".loopx").exists()
+    joined = _cli("init", "--store", pg_url, "--join", "--json", cwd=second, env=env)
+    assert joined.returncode == 0, joined.stdout + joined.stderr
+    result = json.loads(joined.stdout)
+    assert result == {"workspace": str(second), "goal_id": "joint", "owner_token": None,
+                      "owner_token_file": None, "contract_scopes": ["."],
+                      "store": json.loads(made.stdout)["store"], "joined": True}
+    assert _password(pg_url) not in joined.stdout + (second / ".loopx" / "workspace.json"
+                                                     ).read_text()
+    assert list((second / ".loopx" / "lanes").iterdir()) == []  # the profiles are in the log
+    again = _cli("init", "--store", pg_url, "--join", "--json", cwd=second, env=env)
+    assert again.returncode == 3  # already a workspace here
+    add = ["todo", "add", "--role", "research_executor", "--action", "run_dev_eval", "--title",
+           "t", "--hypothesis", "h", "--agent-id", "owner", "--json"]
+    for where, todo in ((first, "from-first"), (second, "from-second")):
+        done = _cli(*add, "--todo-id", todo, cwd=where, env={**env, "LOOPX_TOKEN": token})
+        assert done.returncode == 0, done.stdout + done.stderr
+    for where in (first, second):
+        status = _cli("todo", "list", "--json", cwd=where, env=env)
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert {"from-first", "from-second"} <= {t["todo_id"] for t in
+                                                 json.loads(status.stdout)["todos"]}
+    # The first host's init now points a second init at --join.
+    clash = _cli("init", "--goal-id", "joint", "--store", pg_url, "--json", cwd=stray, env=env)
+    assert clash.returncode == 3 and "--join" in json.loads(clash.stdout)["hint"]
+
+
 def test_a_copy_killed_part_way_goes_on_from_where_it_stopped(pg_url: str,
                                                                tmp_path: Path) -> None:
     """A copy killed after its first committed chunk leaves the start of the log in the

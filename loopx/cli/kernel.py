@@ -35,15 +35,21 @@ from loopx.kernel.errors import UsageProblem
               help="Where the log lives: 'file' (default: .loopx/log/) or "
                    "postgresql://user@host/db?log=NAME (password from PGPASSWORD or ~/.pgpass; "
                    "never recorded). Default: $LOOPX_STORE.")
+@click.option("--join", is_flag=True,
+              help="Work on the campaign another host initialised in the --store PostgreSQL log: "
+                   "write this host's settings only (no genesis, no owner token).")
 @with_json
 def init(ctx: click.Context, goal_id: str | None, owner_token_file: Path | None,
-         contract_scopes: tuple[str, ...], store: str | None, as_json: bool) -> None:
+         contract_scopes: tuple[str, ...], store: str | None, join: bool, as_json: bool) -> None:
     """Create a workspace here (or at --workspace) and its owner token, shown once."""
     from loopx.workspace import WORKSPACE_DIR, init_workspace
 
     root = Path(ctx.obj["workspace"] or ".").resolve()
     if root.name == WORKSPACE_DIR:
         root = root.parent
+    if join:
+        _join(root, goal_id, owner_token_file, contract_scopes, store, as_json)
+        return
     goal = goal_id or _slug(root.name)
     with token_output(owner_token_file) as keep:
         workspace, token = init_workspace(root, goal,
@@ -54,10 +60,27 @@ def init(ctx: click.Context, goal_id: str | None, owner_token_file: Path | None,
     emit(as_json, {"workspace": str(workspace.root), "goal_id": goal, "owner_token": shown,
                    "owner_token_file": str(owner_token_file) if owner_token_file else None,
                    "contract_scopes": workspace.settings()["contract_scopes"],
-                   "store": workspace.store_location},
+                   "store": workspace.store_location, "joined": False},
          f"initialised loopx workspace {workspace.dir} (goal {goal})\n"
          + (f"owner token written to {owner_token_file}" if owner_token_file else
             f"owner token (shown once, keep it secret): {token}"))
+
+
+def _join(root: Path, goal_id: str | None, owner_token_file: Path | None,
+          contract_scopes: tuple[str, ...], store: str | None, as_json: bool) -> None:
+    from loopx.workspace import join_workspace
+
+    if owner_token_file is not None:
+        raise UsageProblem("--join makes no owner token (the first host's init did): drop "
+                           "--owner-token-file")
+    workspace, goal = join_workspace(root, store or "", goal_id=goal_id,
+                                     contract_scopes=list(contract_scopes) or None)
+    emit(as_json, {"workspace": str(workspace.root), "goal_id": goal, "owner_token": None,
+                   "owner_token_file": None,
+                   "contract_scopes": workspace.settings()["contract_scopes"],
+                   "store": workspace.store_location, "joined": True},
+         f"joined loopx workspace {workspace.dir} (goal {goal}) on {workspace.store_location}\n"
+         "no owner token is made here: the owner's is the one the first host's init showed")
 
 
 def _slug(name: str) -> str:

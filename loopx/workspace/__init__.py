@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         NOTHING_CREATED,
         bootstrap_log,
         init_workspace,
+        join_workspace,
         record_profiles,
     )
     from loopx.workspace.store_copy import copy_store
@@ -47,14 +48,15 @@ _LAZY = {
     "AGENTS_BEGIN": "agents_file", "AGENTS_END": "agents_file", "AGENTS_FILE": "agents_file",
     "agents_section": "agents_file", "write_agents_section": "agents_file",
     "NOTHING_CREATED": "create", "bootstrap_log": "create", "init_workspace": "create",
-    "record_profiles": "create",
+    "join_workspace": "create", "record_profiles": "create",
     "copy_store": "store_copy",
 }
 
 __all__ = ["AGENTS_BEGIN", "AGENTS_END", "AGENTS_FILE", "ENV_WORKSPACE", "FORMAT_VERSION",
            "NOTHING_CREATED", "OWNER_AGENT", "SUPPORTED_FORMATS", "WORKSPACE_DIR", "Workspace",
            "agents_section", "bootstrap_log", "copy_store", "find_workspace", "init_workspace",
-           "migrate_workspace", "record_profiles", "store_url", "write_agents_section"]
+           "join_workspace", "migrate_workspace", "record_profiles", "store_url",
+           "write_agents_section"]
 
 
 def __getattr__(name: str) -> Any:

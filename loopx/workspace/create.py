@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from loopx import __version__
 from loopx.kernel.errors import (
     FieldProblem,
+    NotFound,
     RecordRejected,
     StorageError,
     WorkspaceError,
@@ -70,6 +71,85 @@ def init_workspace(root: Path, goal_id: str, *,
             raise RecordRejected([FieldProblem("store", f"{redact(store)!r} is neither 'file' "
                                                "nor a postgresql:// URL")])
         location = parse_postgres(store, default_log=goal_id).conninfo_with_log()
+    root, wdir, existed = _fresh_directory(root)
+    try:
+        workspace, token = _create(root, goal_id, scopes, location)
+    except OSError as exc:
+        raise StorageError.from_os(exc, "write", path=exc.filename or root,
+                                   outcome=undo_init(wdir, existed)) from None
+    except StorageError as exc:  # the store's own, from writing the first records
+        raise exc.with_outcome(undo_init(wdir, existed)) from None
+    except WorkspaceError as exc:  # a shared store's log that already has records
+        undo_init(wdir, existed)
+        raise WorkspaceError(f"{exc.message} ({redact(without_password(location))})",
+                             hint="name a new log in the URL (?log=NAME), or, to work on that "
+                                  "campaign from this host, `loopx init --store URL --join`"
+                             ) from None
+    _agents_section(root)
+    return workspace, token
+
+
+def join_workspace(root: Path, store: str, *, goal_id: str | None = None,
+                   contract_scopes: list[str] | None = None) -> tuple[Workspace, str]:
+    """A workspace on this host for a PostgreSQL log another host initialised (``loopx init
+    --join``): its settings only, no genesis, no owner token, no profile files (the profiles in
+    force are in the log). ``goal_id``, when given, must be the log's. Returns the workspace
+    and the log's goal id.
+
+    Raises:
+        WorkspaceError: a workspace (or a half-made one) is already here, or the log has no
+            workspace record (it was never initialised), or it is another goal's.
+        RecordRejected: ``store`` is not a postgresql:// URL, or a contract scope is not a path
+            inside the repository.
+        StorageError: the server refused, or the directory cannot be written.
+    """
+    scopes = _check_contract_scopes(contract_scopes)
+    if not is_postgres(store):
+        raise RecordRejected([FieldProblem("store", "--join needs the PostgreSQL log to join "
+                                                    "(postgresql://...); a file log lives in "
+                                                    "one project directory")])
+    # As at init, the log is named by ?log=, else after the goal.
+    parsed = (parse_postgres(store, default_log=goal_id) if goal_id is not None
+              else parse_postgres(store))
+    location = parsed.conninfo_with_log()
+    recorded = without_password(location)
+    root, wdir, existed = _fresh_directory(root)
+    from loopx.kernel.store.postgres import PostgresStore
+
+    try:
+        with PostgresStore(location) as log:
+            first = log.get(1)
+    except NotFound:
+        first = None
+    except StorageError as exc:
+        raise exc.with_outcome(NOTHING_CREATED) from None
+    if first is None or first.get("schema_version") != "workspace_v0":
+        raise WorkspaceError(f"{recorded} holds no loopx log, so there is nothing to join; "
+                             "nothing was created",
+                             hint="name the log as the first host's init did (?log=NAME in the "
+                                  "URL, else --goal-id: a log is named after its goal unless "
+                                  "the URL names it), or run `loopx init --store URL` without "
+                                  "--join on the first host")
+    goal = first["payload"]["goal_id"]
+    if goal_id is not None and goal_id != goal:
+        raise WorkspaceError(f"{recorded} is the log of goal {goal!r}, not {goal_id!r}; nothing "
+                             "was created", hint="drop --goal-id, or fix the URL's ?log= name")
+    try:
+        (wdir / "lanes").mkdir(parents=True, exist_ok=True)
+        write_atomic(wdir / ".gitignore", GITIGNORE)
+        write_atomic(wdir / "workspace.json",
+                     json.dumps({"format_version": FORMAT_VERSION, "store": recorded,
+                                 "contract_scopes": scopes}, indent=2) + "\n")
+    except OSError as exc:
+        raise StorageError.from_os(exc, "write", path=exc.filename or root,
+                                   outcome=undo_init(wdir, existed)) from None
+    _agents_section(root)
+    return Workspace(root, store_location=recorded), goal
+
+
+def _fresh_directory(root: Path) -> tuple[Path, Path, bool]:
+    """The project directory, its ``.loopx/``, and whether that existed (empty): refused where
+    a workspace, or a half-made one, is already."""
     root = root.resolve()
     if root.name == WORKSPACE_DIR:
         root = root.parent
@@ -84,23 +164,14 @@ def init_workspace(root: Path, goal_id: str, *,
                 hint="remove that directory and run `loopx init` again")
     except OSError as exc:
         raise StorageError.from_os(exc, "look at", path=wdir, outcome=NOTHING_CREATED) from None
-    try:
-        workspace, token = _create(root, goal_id, scopes, location)
-    except OSError as exc:
-        raise StorageError.from_os(exc, "write", path=exc.filename or root,
-                                   outcome=undo_init(wdir, existed)) from None
-    except StorageError as exc:  # the store's own, from writing the first records
-        raise exc.with_outcome(undo_init(wdir, existed)) from None
-    except WorkspaceError as exc:  # a shared store's log that already has records
-        undo_init(wdir, existed)
-        raise WorkspaceError(f"{exc.message} ({redact(without_password(location))})",
-                             hint="name a new log in the URL (?log=NAME), or open the existing "
-                                  "workspace") from None
+    return root, wdir, existed
+
+
+def _agents_section(root: Path) -> None:
     try:
         write_agents_section(root)
     except OSError as exc:  # a convenience for agents; the workspace itself is complete
         print(f"loopx: {root / AGENTS_FILE} not written: {exc}", file=sys.stderr)
-    return workspace, token
 
 
 def _create(root: Path, goal_id: str, scopes: list[str],
