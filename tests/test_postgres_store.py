@@ -487,6 +487,42 @@ def test_wait_wakes_on_notify_and_times_out(pg: Any, pg_url: str) -> None:
     assert pg.wait(0, timeout=0) is True  # already past: no waiting
 
 
+def test_two_urls_reaching_one_log_are_told_apart_from_two_logs(
+        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``identity()`` (what refuses a copy of a log onto itself) names the log whatever host
+    name reached it; where the server hides ``pg_control_system()``, by the address and port
+    it answers on."""
+    import psycopg
+    import psycopg.errors as pe
+
+    from loopx.kernel.store.postgres import PostgresStore
+
+    aliased = pg_url.replace("@127.0.0.1", "@localhost", 1)
+    assert aliased != pg_url, "LOOPX_TEST_PG is expected on 127.0.0.1"
+    other = pg_url.replace("log=", "log=o", 1)
+    stores = [PostgresStore(url) for url in (pg_url, aliased, other)]
+    try:
+        plain = [store.identity() for store in stores]
+        execute = psycopg.Connection.execute
+
+        def hidden(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+            if "pg_control_system" in str(query):
+                raise pe.InsufficientPrivilege("permission denied for function")
+            return execute(self, query, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.Connection, "execute", hidden)
+        # (the address a name resolves to may differ, e.g. ::1: compare one URL twice here)
+        again = PostgresStore(pg_url)
+        stores.append(again)
+        fallback = [store.identity() for store in (stores[0], again, stores[2])]
+    finally:
+        for store in stores:
+            store.close()
+    for ids in (plain, fallback):
+        assert ids[0] == ids[1] != ids[2]
+    assert plain != fallback
+
+
 def test_store_copy_to_postgresql_and_back_keeps_every_byte(pg_url: str, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "LOOPX_STORE"}
     here, back = tmp_path / "here", tmp_path / "back"

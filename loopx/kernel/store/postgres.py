@@ -103,8 +103,15 @@ class PostgresStore(PgAppender, Store):
         identifier (set once by initdb), the database and the log's name."""
 
         def step(conn: psycopg.Connection[Any]) -> tuple[Any, ...]:
-            row = conn.execute("SELECT (SELECT system_identifier FROM pg_control_system()),"
-                               " current_database()").fetchone()
+            import psycopg.errors as pe
+
+            try:
+                row = conn.execute("SELECT (SELECT system_identifier FROM pg_control_system()),"
+                                   " current_database()").fetchone()
+            except (pe.InsufficientPrivilege, pe.UndefinedFunction):
+                # A managed server may hide it: the address and port it answers on instead.
+                row = conn.execute("SELECT inet_server_addr()::text || ':' || "
+                                   "current_setting('port'), current_database()").fetchone()
             return tuple(row or ())
 
         return (*self._retrying("read", step), self.log)
