@@ -815,6 +815,39 @@ def test_a_second_host_joins_the_campaign_with_one_command(pg_url: str,
     assert clash.returncode == 3 and "--join" in json.loads(clash.stdout)["hint"]
 
 
+def test_two_moves_at_once_switch_to_one_log_only(pg_url: str, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second ``store copy --use`` that finds the log moved by the first while it copied
+    (it takes the lock after) must not mark it again and switch elsewhere: that would fork it."""
+    from loopx.kernel.errors import WorkspaceError
+    from loopx.kernel.store.postgres import PostgresStore
+    from loopx.workspace import copy_store, find_workspace
+    from loopx.workspace import store_copy as module
+
+    _moved_workspace(tmp_path, "raced")
+    elsewhere = "postgresql://loopx@db/loopx?log=first-mover"
+    real = module.copy_log
+
+    def copy_then_lose_the_race(source: Any, target: Any) -> Any:
+        copied = real(source, target)
+        with source.locked():  # the other mover's last steps, between our copy and our lock
+            source.mark_moved(elsewhere, copied.source_cursor)
+        return copied
+
+    monkeypatch.setattr(module, "copy_log", copy_then_lose_the_race)
+    target = PostgresStore(pg_url)
+    try:
+        with pytest.raises(WorkspaceError, match="was moved to postgresql://loopx@db/loopx"
+                                                 r"\?log=first-mover while it was being copied"):
+            copy_store(find_workspace(tmp_path), pg_url, use=True)
+        assert json.loads((tmp_path / ".loopx" / "workspace.json").read_text())["store"] == \
+            "file"
+        assert FileStore(tmp_path / ".loopx").moved().to == elsewhere  # the first mark stays
+    finally:
+        target.drop()
+        target.close()
+
+
 def test_a_copy_killed_part_way_goes_on_from_where_it_stopped(pg_url: str,
                                                                tmp_path: Path) -> None:
     """A copy killed after its first committed chunk leaves the start of the log in the

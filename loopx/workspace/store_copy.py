@@ -65,6 +65,14 @@ def copy_store(workspace: Workspace, to: str, *, use: bool = False) -> dict[str,
                         # this command runs again, never a switched workspace whose old log
                         # still takes appends (on a shared PostgreSQL log, from other hosts).
                         with source.locked():
+                            raced = source.moved()  # by another `store copy --use` meanwhile
+                            if raced is not None:
+                                raise WorkspaceError(
+                                    f"this log was moved to {raced.to or 'another store'} while "
+                                    "it was being copied (another `loopx store copy --use`); "
+                                    "this workspace was not switched",
+                                    hint=f"run `loopx store copy --to '{raced.to or 'URL'}' "
+                                         "--use` to follow it")
                             copied = copy_rest(source, target, copied)
                             source.mark_moved(shown, target.head())
                         fault("move-marked")  # tests: pause between the two steps
