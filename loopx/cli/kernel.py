@@ -6,6 +6,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -22,6 +23,9 @@ from loopx.cli.app import (
 )
 from loopx.cli.direct import credentials
 from loopx.kernel.errors import UsageProblem
+
+if TYPE_CHECKING:
+    from loopx.workspace import Workspace
 
 
 @cli.command()
@@ -57,10 +61,7 @@ def init(ctx: click.Context, goal_id: str | None, owner_token_file: Path | None,
                                           store=store)
         keep(token)
     shown = None if owner_token_file else token
-    emit(as_json, {"workspace": str(workspace.root), "goal_id": goal, "owner_token": shown,
-                   "owner_token_file": str(owner_token_file) if owner_token_file else None,
-                   "contract_scopes": workspace.settings()["contract_scopes"],
-                   "store": workspace.store_location, "joined": False},
+    emit(as_json, _made(workspace, goal, shown, owner_token_file, joined=False),
          f"initialised loopx workspace {workspace.dir} (goal {goal})\n"
          + (f"owner token written to {owner_token_file}" if owner_token_file else
             f"owner token (shown once, keep it secret): {token}"))
@@ -75,12 +76,18 @@ def _join(root: Path, goal_id: str | None, owner_token_file: Path | None,
                            "--owner-token-file")
     workspace, goal = join_workspace(root, store or "", goal_id=goal_id,
                                      contract_scopes=list(contract_scopes) or None)
-    emit(as_json, {"workspace": str(workspace.root), "goal_id": goal, "owner_token": None,
-                   "owner_token_file": None,
-                   "contract_scopes": workspace.settings()["contract_scopes"],
-                   "store": workspace.store_location, "joined": True},
+    emit(as_json, _made(workspace, goal, None, None, joined=True),
          f"joined loopx workspace {workspace.dir} (goal {goal}) on {workspace.store_location}\n"
          "no owner token is made here: the owner's is the one the first host's init showed")
+
+
+def _made(workspace: Workspace, goal: str, token: str | None, token_file: Path | None, *,
+          joined: bool) -> dict[str, Any]:
+    """What ``init --json`` prints (docs/cli.md)."""
+    return {"workspace": str(workspace.root), "goal_id": goal, "owner_token": token,
+            "owner_token_file": str(token_file) if token_file else None,
+            "contract_scopes": workspace.settings()["contract_scopes"],
+            "store": workspace.store_location, "joined": joined}
 
 
 def _slug(name: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopx.kernel.errors import IntegrityError, StorageError, WorkspaceError
 from loopx.kernel.ledger import Ledger
@@ -20,11 +20,14 @@ from loopx.kernel.store.location import (
     redact,
     without_password,
 )
-from loopx.kernel.store.moved import Moved
+from loopx.kernel.store.moved import Moved, follow_command
 from loopx.kernel.verify import Anchor, verify_store
 from loopx.workspace.create import undo_init
 from loopx.workspace.directory import WORKSPACE_DIR, Workspace
 from loopx.workspace.files import GITIGNORE, copy_profiles, write_atomic
+
+if TYPE_CHECKING:
+    from loopx.kernel.store.postgres import PostgresStore
 
 
 def copy_store(workspace: Workspace, to: str, *, use: bool = False) -> dict[str, Any]:
@@ -43,41 +46,11 @@ def copy_store(workspace: Workspace, to: str, *, use: bool = False) -> dict[str,
     with workspace.store() as source:
         goal = Ledger(source).goal_id()
         if is_postgres(to):
-            from loopx.kernel.store.postgres import PostgresStore
-
             location = parse_postgres(to, default_log=goal).conninfo_with_log()
             shown = without_password(location)
-            with PostgresStore(location) as target:
-                if isinstance(source, PostgresStore) and source.identity() == target.identity():
-                    raise WorkspaceError(f"{shown} is this workspace's own log; nothing was "
-                                         "copied", hint="copy to another ?log= name or database")
-                if use and not isinstance(source, FileStore | PostgresStore):
-                    raise TypeError(f"cannot move a {type(source).__name__}")
-                moved = source.moved() if use else None
-                if moved is not None:
-                    copied = _moved_already(moved, target, shown)
-                else:
-                    copied = copy_log(source, target)  # the bulk, while writers go on
-                    if use:
-                        # What they wrote meanwhile and the mark, holding the log so that no
-                        # writer gets in between; then the switch. The mark comes first: a
-                        # kill before the switch leaves a log that refuses every append until
-                        # this command runs again, never a switched workspace whose old log
-                        # still takes appends (on a shared PostgreSQL log, from other hosts).
-                        with source.locked():
-                            raced = source.moved()  # by another `store copy --use` meanwhile
-                            if raced is not None:
-                                raise WorkspaceError(
-                                    f"this log was moved to {raced.to or 'another store'} while "
-                                    "it was being copied (another `loopx store copy --use`); "
-                                    "this workspace was not switched",
-                                    hint=f"run `loopx store copy --to '{raced.to or 'URL'}' "
-                                         "--use` to follow it")
-                            copied = copy_rest(source, target, copied)
-                            source.mark_moved(shown, target.head())
-                        fault("move-marked")  # tests: pause between the two steps
-                if use:
-                    _record_store(workspace, shown)
+            copied = _copy_to_postgres(source, location, shown, use=use)
+            if use:
+                _record_store(workspace, shown)
         else:
             if use:
                 raise WorkspaceError("--use switches to a PostgreSQL copy; a directory copy is "
@@ -99,13 +72,49 @@ def copy_store(workspace: Workspace, to: str, *, use: bool = False) -> dict[str,
             "head": {"seq": copied.head_seq, "hash": copied.head_hash}, "used": use}
 
 
+def _copy_to_postgres(source: Store, location: str, shown: str, *, use: bool) -> Copied:
+    """The log copied into the PostgreSQL log at ``location``; with ``use``, ``source`` then
+    marked moved there (the caller switches the workspace after)."""
+    from loopx.kernel.store.postgres import PostgresStore
+
+    with PostgresStore(location) as target:
+        if isinstance(source, PostgresStore) and source.identity() == target.identity():
+            raise WorkspaceError(f"{shown} is this workspace's own log; nothing was copied",
+                                 hint="copy to another ?log= name or database")
+        moved = source.moved() if use else None
+        if moved is not None:
+            return _moved_already(moved, target, shown)
+        copied = copy_log(source, target)  # the bulk, while writers go on
+        if use:
+            copied = _mark_moved(source, target, copied, shown)  # type: ignore[arg-type]
+            fault("move-marked")  # tests: pause between the mark and the caller's switch
+        return copied
+
+
+def _mark_moved(source: FileStore | PostgresStore, target: Store, copied: Copied,
+                shown: str) -> Copied:
+    """What writers committed during the bulk copy, then the mark, holding ``source`` so that
+    no writer gets in between. The mark comes before the switch: a kill between the two leaves
+    a log that refuses every append until the command runs again, never a switched workspace
+    whose old log still takes appends (from other hosts, too)."""
+    with source.locked():
+        raced = source.moved()  # by another `store copy --use` meanwhile
+        if raced is not None:
+            raise WorkspaceError(
+                f"this log was moved to {raced.to or 'another store'} while it was being copied "
+                "(another `loopx store copy --use`); this workspace was not switched",
+                hint=f"run {follow_command(raced.to)} to follow it")
+        copied = copy_rest(source, target, copied)
+        source.mark_moved(shown, target.head())
+    return copied
+
+
 def _moved_already(moved: Moved, target: Store, shown: str) -> Copied:
     """The switch alone, for a log already moved to ``shown`` (by this command stopped before
     its switch, or on another host): the target must hold the moved log up to the mark."""
     if moved.to != shown:
         raise WorkspaceError(f"this log moved to {moved.to or 'another store'}, not to {shown}",
-                             hint=f"run `loopx store copy --to '{moved.to or 'URL'}' --use` to "
-                                  "switch to where it went")
+                             hint=f"run {follow_command(moved.to)} to switch to where it went")
     if moved.seq is None or moved.hash is None:
         raise WorkspaceError("this log's moved mark names no head",
                              hint="run `loopx verify` on both logs, then fix .loopx/workspace.json")

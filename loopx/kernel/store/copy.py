@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from loopx.kernel.canonical import dumps
-from loopx.kernel.errors import ConflictError, IntegrityError
+from loopx.kernel.errors import ConflictError, IntegrityError, NotFound
 from loopx.kernel.store.base import Cursor, Store
 from loopx.kernel.verify import Anchor, verify_store
 
@@ -108,13 +108,15 @@ def copy_rest(source: Store, target: Store, copied: Copied) -> Copied:
 
 def _resume_at(source: Store, head: Cursor) -> Cursor:
     """The source's cursor just past ``head``, the head of a target a stopped copy left: the
-    hash chain makes a matching hash at that seq mean the target holds this log up to there."""
-    for record, cursor in source.read():
-        if record["seq"] == head.seq:
-            if record["hash"] == head.hash and record["seq"] == record["batch_end"]:
-                return cursor
-            break
-    raise _taken(f"{head.seq} records that are not this log's first {head.seq}")
+    hash chain makes a matching hash at that seq mean the target holds this log up to there
+    (and, a head being a batch's last record, that the batch is whole)."""
+    try:
+        cursor = source.seek(head.seq)
+    except NotFound:
+        cursor = None
+    if cursor is None or cursor.hash != head.hash:
+        raise _taken(f"{head.seq} records that are not this log's first {head.seq}")
+    return cursor
 
 
 def _taken(what: str) -> ConflictError:

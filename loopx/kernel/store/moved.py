@@ -25,6 +25,11 @@ class Moved(Frozen):
         self.__dict__.update(to=to, seq=seq, hash=hash)
 
 
+def follow_command(to: str | None) -> str:
+    """The command that switches a workspace to where its log went."""
+    return f"`loopx store copy --to '{to or 'URL'}' --use`"
+
+
 def moved_refusal(moved: Moved) -> WorkspaceError:
     """The error an append to a moved log gets: where it went, and how to follow it."""
     to = moved.to or "another store"
@@ -34,4 +39,4 @@ def moved_refusal(moved: Moved) -> WorkspaceError:
         hint="open the workspace again: its store is the new one now (a process that opened the "
              "log before the move must restart); if this host's .loopx/workspace.json still "
              "names the old log (the move stopped before its switch, or it was made on another "
-             f"host), run `loopx store copy --to '{moved.to or 'URL'}' --use` here to switch to it")
+             f"host), run {follow_command(moved.to)} here to switch to it")
