@@ -785,6 +785,12 @@ def test_a_second_host_joins_the_campaign_with_one_command(pg_url: str,
         assert refused.returncode == 3, refused.stdout + refused.stderr
         assert why in json.loads(refused.stdout)["message"]
         assert not (stray / ".loopx").exists()  # nothing created
+    # --join makes no owner token, so it takes no file for one (and creates neither).
+    token_file = _cli("init", "--store", pg_url, "--join", "--owner-token-file",
+                      str(tmp_path / "owner.token"), "--json", cwd=stray, env=env)
+    assert token_file.returncode == 2, token_file.stdout + token_file.stderr
+    assert "--join makes no owner token" in json.loads(token_file.stdout)["message"]
+    assert not (stray / ".loopx").exists() and not (tmp_path / "owner.token").exists()
     no_file = _cli("init", "--store", "file", "--join", "--json", cwd=stray, env=env)
     assert no_file.returncode == 2 and json.loads(no_file.stdout)["problems"][0]["field"] \
         == "store"
