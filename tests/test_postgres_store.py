@@ -172,6 +172,40 @@ def test_init_records_the_store_without_its_password(pg_url: str, tmp_path: Path
     assert password not in wrong.stderr
 
 
+def test_a_postgresql_loopx_store_on_a_file_workspace_is_refused(tmp_path: Path) -> None:
+    # No server needed: the refusal comes before any connection. Ignoring the variable would
+    # leave an agent that means to share a PostgreSQL log writing to a log only this host reads.
+    env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_STORE", "PGPASSWORD")}
+    made = _cli("init", "--goal-id", "local", "--json", cwd=tmp_path, env=env)
+    assert made.returncode == 0, made.stderr
+    token = tmp_path / "owner.token"
+    token.write_text(json.loads(made.stdout)["owner_token"])
+    segment = tmp_path / ".loopx" / "log" / "000000000001.jsonl"
+    before = segment.read_bytes()
+    url = "postgresql://loopx:hunter22@127.0.0.1:1/loopx?log=shared"
+    shared = {**env, "LOOPX_STORE": url}
+    for args in (["status", "--json"], ["todo", "add", "--agent-id", "owner", "--token-file",
+                                        str(token), "--todo-id", "t-1", "--title", "work",
+                                        "--role", "research_executor", "--action",
+                                        "run_dev_eval", "--json"]):
+        refused = _cli(*args, cwd=tmp_path, env=shared)
+        assert refused.returncode == 3, refused.stdout + refused.stderr
+        error = json.loads(refused.stdout)
+        assert error["error"] == "workspace"
+        assert "LOOPX_STORE" in error["message"] and "file log" in error["message"]
+        assert "hunter22" not in refused.stdout + refused.stderr
+        assert "traceback" not in refused.stderr.lower()
+    assert segment.read_bytes() == before  # nothing written
+    # LOOPX_STORE=file names this log; and a copy to a directory may run with the variable
+    # set (it is where `store copy --to URL` takes a password from).
+    assert _cli("status", "--json", cwd=tmp_path, env={**env, "LOOPX_STORE": "file"}
+                ).returncode == 0
+    copied = _cli("store", "copy", "--to", str(tmp_path / "copy"), "--json", cwd=tmp_path,
+                  env=shared)
+    assert copied.returncode == 0, copied.stdout + copied.stderr
+    assert (tmp_path / "copy" / ".loopx" / "log" / "000000000001.jsonl").read_bytes() == before
+
+
 def test_an_unreachable_server_is_a_storage_error_without_credentials() -> None:
     from loopx.kernel.store.postgres import PostgresStore
 

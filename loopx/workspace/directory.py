@@ -56,9 +56,20 @@ class Workspace(Frozen):
         apply there), connecting with ``LOOPX_STORE`` when that is set.
 
         Raises:
-            WorkspaceError: ``LOOPX_STORE`` names another log than the workspace's.
+            WorkspaceError: ``LOOPX_STORE`` names another log than the workspace's (a
+                PostgreSQL one, for a workspace on a file log).
         """
         if self.store_location == FILE:
+            given = os.environ.get(ENV_STORE)
+            if given and given != FILE:
+                # Ignoring it would leave an agent that means to share a PostgreSQL log
+                # writing, unseen, to a log only this directory reads.
+                raise WorkspaceError(
+                    f"{ENV_STORE} is {redact(given)!r}, but this workspace's log is the file "
+                    f"log in {self.dir / 'log'}",
+                    hint=f"unset {ENV_STORE} to use it; `loopx store copy --to URL --use` moves "
+                         "it to PostgreSQL, and `loopx init --store URL --join` in another "
+                         "directory joins a campaign already there")
             return FileStore(self.dir, **options)  # type: ignore[arg-type]
         from loopx.kernel.store.postgres import PostgresStore
 

@@ -43,7 +43,10 @@ def copy_store(workspace: Workspace, to: str, *, use: bool = False) -> dict[str,
         IntegrityError: the log does not verify, or the copy does not reach its head.
         StorageError: either side refused.
     """
-    with workspace.store() as source:
+    # LOOPX_STORE may carry the target's password here, so a file log is opened directly.
+    source_store = FileStore(workspace.dir) if workspace.store_location == FILE \
+        else workspace.store()
+    with source_store as source:
         goal = Ledger(source).goal_id()
         if is_postgres(to):
             location = parse_postgres(to, default_log=goal).conninfo_with_log()
