@@ -3,6 +3,7 @@ repairer killed mid-repair never leaves a repair record its quarantine file does
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -18,6 +19,7 @@ from faults_support import (
     records,
     register,
     repairs,
+    run,
     torn_tail,
     verify_ok,
 )
@@ -114,3 +116,81 @@ def test_sigkill_mid_repair_never_leaves_a_false_repair_record(tmp_path: Path,
     else:
         assert [p["quarantine_file"] for p in repairs(tmp_path)] == [f"quarantine/{name}"]
         assert report["notes"] == []
+
+
+@pytest.mark.parametrize("point", ["init-recorded", "init-written"])
+@pytest.mark.parametrize("store", ["file", "postgres"])
+def test_an_init_killed_anywhere_is_finished_by_running_it_again(
+        tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
+        store: str, point: str) -> None:
+    # Killed once its log is written (on a shared server, a genesis nobody else can undo),
+    # before the owner token was handed over: the same command again hands over the token that
+    # log was made for, instead of leaving a campaign nobody can ever act in.
+    root = tmp_path / "project"
+    where = []
+    if store == "postgres":
+        url = request.getfixturevalue("pg_url")
+        monkeypatch.setenv("LOOPX_STORE", url)  # its password, for this process and the CLI's
+        where = ["--store", url]
+    token_file = tmp_path / "owner.token"
+    init = ["init", "--goal-id", "kept", "--owner-token-file", str(token_file), *where, "--json"]
+    kill_at(root, f"pause:{point}", *init)
+    assert token_file.read_text() == ""  # created by the killed run, never filled
+    pending = root / ".loopx" / "init-pending.json"
+    assert pending.stat().st_mode & 0o077 == 0
+
+    # Asked for another goal, it refuses and leaves everything as it was.
+    other = run(root, "init", "--goal-id", "other", *where, "--json")
+    assert other.returncode == 3, other.stdout + other.stderr
+    assert "stopped early" in json.loads(other.stdout)["message"]
+    assert pending.exists()
+
+    again = run(root, *init)
+    assert again.returncode == 0, again.stdout + again.stderr
+    made = json.loads(again.stdout)
+    assert made["resumed"] is True and made["goal_id"] == "kept"
+    owner = token_file.read_text().strip()
+    assert owner.startswith("lpx_") and not pending.exists()
+    # One genesis, one profile batch: the log the killed run began, finished, not begun twice.
+    workspace = find_workspace(root)
+    with workspace.store() as log:
+        kinds = [r["schema_version"] for r, _ in log.read()]
+        assert kinds == ["workspace_v0"] + ["lane_profile_v0"] * 5
+    assert register(root, owner, "first-agent").returncode == 0  # the token is the owner's
+    assert run(root, "verify", "--json").returncode == 0
+    done = run(root, "init", "--goal-id", "kept", *where, "--json")  # finished: nothing to do
+    assert done.returncode == 3 and "already holds" in json.loads(done.stdout)["message"]
+
+
+@pytest.mark.parametrize("store", ["file", "postgres"])
+def test_a_failed_init_is_undone_unless_a_shared_log_may_hold_its_genesis(
+        tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
+        store: str) -> None:
+    import errno
+
+    from loopx.kernel.errors import StorageError
+    from loopx.kernel.store.postgres import PostgresStore
+    from loopx.kernel.tokens import token_digest
+    from loopx.workspace import create
+
+    url = request.getfixturevalue("pg_url") if store == "postgres" else None
+
+    def full_disk(*args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as patched:  # the disk fills after the log was written
+        patched.setattr(create, "copy_profiles", full_disk)
+        with pytest.raises(StorageError) as failed:
+            init_workspace(tmp_path, "undone", store=url)
+    if store == "file":  # the log went with .loopx/: nothing to finish, nothing left
+        assert failed.value.outcome == "no workspace was created"
+        assert not (tmp_path / ".loopx").exists()
+    else:  # the server holds the genesis: undoing here would orphan it
+        assert "run the same `loopx init` again" in failed.value.outcome
+        assert (tmp_path / ".loopx" / "init-pending.json").exists()
+    workspace, token = init_workspace(tmp_path, "undone", store=url)
+    with workspace.store() if url is None else PostgresStore(url) as log:
+        first = log.get(1)["payload"]
+        assert log.head().seq == 6
+    assert first["owner_token_sha256"] == token_digest(token)
+    assert not (tmp_path / ".loopx" / "init-pending.json").exists()

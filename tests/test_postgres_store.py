@@ -834,7 +834,7 @@ def test_a_second_host_joins_the_campaign_with_one_command(pg_url: str,
     result = json.loads(joined.stdout)
     assert result == {"workspace": str(second), "goal_id": "joint", "owner_token": None,
                       "owner_token_file": None, "contract_scopes": ["."],
-                      "store": json.loads(made.stdout)["store"], "joined": True}
+                      "store": json.loads(made.stdout)["store"], "joined": True, "resumed": False}
     assert _password(pg_url) not in joined.stdout + (second / ".loopx" / "workspace.json"
                                                      ).read_text()
     assert list((second / ".loopx" / "lanes").iterdir()) == []  # the profiles are in the log

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import stat
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -134,28 +135,50 @@ def workspace_of(ctx: click.Context) -> Any:
 
 
 @contextmanager
-def token_output(path: Path | None) -> Iterator[Callable[[str], None]]:
+def token_output(path: Path | None, *, left_empty_ok: bool = False
+                 ) -> Iterator[Callable[[str], None]]:
     """Where a new token goes: a new private file (mode 600), created before the work so a bad
-    path fails early, and removed again if the work fails; without a path, nowhere (printed)."""
+    path fails early, written (and synced) when the token is kept, and removed again if the
+    work fails; without a path, nowhere (printed). ``left_empty_ok``: an empty private file
+    there is taken as one an earlier run created and was killed before filling."""
     fd = None
     if path is not None:
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         except FileExistsError:
-            raise UsageProblem(f"{path} already exists; a token needs a new file") from None
+            fd = _left_empty(path) if left_empty_ok else None
+            if fd is None:
+                raise UsageProblem(f"{path} already exists; a token needs a new file") from None
         except OSError as exc:
             raise UsageProblem(f"cannot create {path}: {exc.strerror}") from None
-    kept: list[str] = []
+
+    def keep(token: str) -> None:
+        if fd is not None:
+            os.write(fd, (token + "\n").encode())
+            os.fsync(fd)
+
     try:
-        yield kept.append
+        yield keep
     except BaseException:
         if fd is not None and path is not None:
             os.close(fd)
             path.unlink()
         raise
     if fd is not None:
-        with os.fdopen(fd, "w") as f:
-            f.write(kept[0] + "\n")
+        os.close(fd)
+
+
+def _left_empty(path: Path) -> int | None:
+    """A descriptor to write ``path`` if it is an empty regular file only its owner reads."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    info = os.fstat(fd)
+    if stat.S_ISREG(info.st_mode) and info.st_size == 0 and not info.st_mode & 0o077:
+        return fd
+    os.close(fd)
+    return None
 
 
 def run_tool(ctx: click.Context, name: str, params: Any, creds: Any = None) -> dict[str, Any]:

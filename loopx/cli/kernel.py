@@ -45,8 +45,9 @@ if TYPE_CHECKING:
 @with_json
 def init(ctx: click.Context, goal_id: str | None, owner_token_file: Path | None,
          contract_scopes: tuple[str, ...], store: str | None, join: bool, as_json: bool) -> None:
-    """Create a workspace here (or at --workspace) and its owner token, shown once."""
-    from loopx.workspace import WORKSPACE_DIR, init_workspace
+    """Create a workspace here (or at --workspace) and its owner token, shown once. Run again
+    after an init that stopped early, it finishes that one."""
+    from loopx.workspace import WORKSPACE_DIR, init_workspace, pending_init
 
     root = Path(ctx.obj["workspace"] or ".").resolve()
     if root.name == WORKSPACE_DIR:
@@ -55,16 +56,21 @@ def init(ctx: click.Context, goal_id: str | None, owner_token_file: Path | None,
         _join(root, goal_id, owner_token_file, contract_scopes, store, as_json)
         return
     goal = goal_id or _slug(root.name)
-    with token_output(owner_token_file) as keep:
-        workspace, token = init_workspace(root, goal,
-                                          contract_scopes=list(contract_scopes) or None,
-                                          store=store)
+
+    def deliver(workspace: Workspace, token: str, resumed: bool) -> None:
+        # Before init lets go of the token: a kill after this leaves nothing to finish.
         keep(token)
-    shown = None if owner_token_file else token
-    emit(as_json, _made(workspace, goal, shown, owner_token_file, joined=False),
-         f"initialised loopx workspace {workspace.dir} (goal {goal})\n"
-         + (f"owner token written to {owner_token_file}" if owner_token_file else
-            f"owner token (shown once, keep it secret): {token}"))
+        shown = None if owner_token_file else token
+        made = "finished the loopx init that had stopped early:" if resumed else "initialised"
+        emit(as_json, {**_made(workspace, goal, shown, owner_token_file, joined=False),
+                       "resumed": resumed},
+             f"{made} loopx workspace {workspace.dir} (goal {goal})\n"
+             + (f"owner token written to {owner_token_file}" if owner_token_file else
+                f"owner token (shown once, keep it secret): {token}"))
+
+    with token_output(owner_token_file, left_empty_ok=pending_init(root)) as keep:
+        init_workspace(root, goal, contract_scopes=list(contract_scopes) or None, store=store,
+                       deliver=deliver)
 
 
 def _join(root: Path, goal_id: str | None, owner_token_file: Path | None,
@@ -76,7 +82,7 @@ def _join(root: Path, goal_id: str | None, owner_token_file: Path | None,
                            "--owner-token-file")
     workspace, goal = join_workspace(root, store or "", goal_id=goal_id,
                                      contract_scopes=list(contract_scopes) or None)
-    emit(as_json, _made(workspace, goal, None, None, joined=True),
+    emit(as_json, {**_made(workspace, goal, None, None, joined=True), "resumed": False},
          f"joined loopx workspace {workspace.dir} (goal {goal}) on {workspace.store_location}\n"
          "no owner token is made here: the owner's is the one the first host's init showed")
 

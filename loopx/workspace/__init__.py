@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         bootstrap_log,
         init_workspace,
         join_workspace,
+        pending_init,
         record_profiles,
     )
     from loopx.workspace.store_copy import copy_store
@@ -48,14 +49,14 @@ _LAZY = {
     "AGENTS_BEGIN": "agents_file", "AGENTS_END": "agents_file", "AGENTS_FILE": "agents_file",
     "agents_section": "agents_file", "write_agents_section": "agents_file",
     "NOTHING_CREATED": "create", "bootstrap_log": "create", "init_workspace": "create",
-    "join_workspace": "create", "record_profiles": "create",
+    "join_workspace": "create", "pending_init": "create", "record_profiles": "create",
     "copy_store": "store_copy",
 }
 
 __all__ = ["AGENTS_BEGIN", "AGENTS_END", "AGENTS_FILE", "ENV_WORKSPACE", "FORMAT_VERSION",
            "NOTHING_CREATED", "OWNER_AGENT", "SUPPORTED_FORMATS", "WORKSPACE_DIR", "Workspace",
            "agents_section", "bootstrap_log", "copy_store", "find_workspace", "init_workspace",
-           "join_workspace", "migrate_workspace", "record_profiles", "store_url",
+           "join_workspace", "migrate_workspace", "pending_init", "record_profiles", "store_url",
            "write_agents_section"]
 
 

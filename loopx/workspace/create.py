@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,8 @@ from loopx.kernel.errors import (
     WorkspaceError,
 )
 from loopx.kernel.ledger import Ledger
+from loopx.kernel.store.file import FileStore
+from loopx.kernel.store.fs import fault, fsync_dir
 from loopx.kernel.store.location import (
     FILE,
     is_postgres,
@@ -41,11 +44,15 @@ if TYPE_CHECKING:
 # does not, so those are imported where a workspace is made.
 
 NOTHING_CREATED = "no workspace was created"
+# The owner token of an init not yet finished, with what that init was asked for (mode 600).
+PENDING = "init-pending.json"
 
 
 def init_workspace(root: Path, goal_id: str, *,
                    contract_scopes: list[str] | None = None,
-                   store: str | None = None) -> tuple[Workspace, str]:
+                   store: str | None = None,
+                   deliver: Callable[[Workspace, str, bool], None] | None = None
+                   ) -> tuple[Workspace, str]:
     """Create a workspace with its genesis record; returns it and the owner token (show once).
 
     ``contract_scopes`` (default: the whole repository, ``["."]``) are the repository paths
@@ -53,15 +60,22 @@ def init_workspace(root: Path, goal_id: str, *,
     ``file`` (the default) or a postgresql:// URL (its log named by ``?log=``, else the goal
     id); ``workspace.json`` records it without the password.
 
+    The owner token is kept in ``.loopx/`` (:data:`PENDING`, mode 600) from before the genesis
+    until ``deliver(workspace, token, resumed)`` has handed it over, so an init killed at any
+    point is finished by running it again with the same goal and store (``resumed`` is then
+    true): a log whose genesis holds that token's digest is this init's own.
+
     Also adds the loopx section to ``<root>/AGENTS.md`` (:func:`write_agents_section`); if that
     file cannot be written, init says so on stderr and still succeeds.
 
     Raises:
-        WorkspaceError: a workspace (or a half-made one) is already there.
+        WorkspaceError: a workspace (or a half-made one) is already there, or an init that
+            stopped early there named another goal or store.
         RecordRejected: the goal id is not a valid identifier, or a contract scope is not a
             path inside the repository.
-        StorageError: the directory is read-only, full or not ours; what init had made is
-            removed again, so it can simply be run again.
+        StorageError: the directory is read-only, full or not ours, or the server refused;
+            what init had made is removed again so it can simply be run again, except where a
+            shared log may already hold its genesis: running it again then finishes it.
     """
     _check_goal_id(goal_id)
     scopes = _check_contract_scopes(contract_scopes)
@@ -71,22 +85,90 @@ def init_workspace(root: Path, goal_id: str, *,
             raise RecordRejected([FieldProblem("store", f"{redact(store)!r} is neither 'file' "
                                                "nor a postgresql:// URL")])
         location = parse_postgres(store, default_log=goal_id).conninfo_with_log()
-    root, wdir, existed = _fresh_directory(root)
+    root, wdir, existed, pending = _fresh_directory(root, resume=True)
+    recorded = without_password(location)
+    if pending is not None:
+        token = _resumed_token(wdir, pending, goal_id, recorded, scopes)
+    else:
+        from loopx.kernel.tokens import new_token
+
+        token = new_token()
+    started = Started()
     try:
-        workspace, token = _create(root, goal_id, scopes, location)
+        if pending is None:
+            root.mkdir(parents=True, exist_ok=True)
+            wdir.mkdir(exist_ok=True)
+            write_atomic(wdir / ".gitignore", GITIGNORE)  # before any file holds the token
+            write_atomic(wdir / PENDING, json.dumps(
+                {"goal_id": goal_id, "store": recorded, "contract_scopes": scopes,
+                 "owner_token": token}, indent=2) + "\n", mode=0o600)
+        workspace = _create(root, goal_id, scopes, location, token, started)
+        if deliver is not None:
+            deliver(workspace, token, pending is not None)
     except OSError as exc:
         raise StorageError.from_os(exc, "write", path=exc.filename or root,
-                                   outcome=undo_init(wdir, existed)) from None
+                                   outcome=_undo(wdir, existed, location, started)) from None
     except StorageError as exc:  # the store's own, from writing the first records
-        raise exc.with_outcome(undo_init(wdir, existed)) from None
+        raise exc.with_outcome(_undo(wdir, existed, location, started)) from None
     except WorkspaceError as exc:  # a shared store's log that already has records
         undo_init(wdir, existed)
-        raise WorkspaceError(f"{exc.message} ({redact(without_password(location))})",
+        raise WorkspaceError(f"{exc.message} ({redact(recorded)})",
                              hint="name a new log in the URL (?log=NAME), or, to work on that "
                                   "campaign from this host, `loopx init --store URL --join`"
                              ) from None
+    _finish(wdir)
     _agents_section(root)
     return workspace, token
+
+
+class Started:
+    """Whether an init has sent its genesis to the store (it may be committed from then on)."""
+
+    genesis = False
+
+
+def _undo(wdir: Path, existed: bool, location: str, started: Started) -> str:
+    """Undo a failed init, unless a shared log may hold its genesis already: then what it made
+    stays, its token with it, for the same command to finish (a file log goes with .loopx/)."""
+    if location == FILE or not started.genesis:
+        return undo_init(wdir, existed)
+    return ("the log may already hold this init's first records: run the same `loopx init` "
+            "again to finish it (the owner token is kept in .loopx/ until then)")
+
+
+def _resumed_token(wdir: Path, pending: dict[str, Any], goal_id: str, recorded: str,
+                   scopes: list[str]) -> str:
+    """The owner token an init that stopped early kept, if this one repeats it."""
+    given = {"goal_id": goal_id, "store": recorded, "contract_scopes": scopes}
+    differing = [name for name, value in given.items() if pending.get(name) != value]
+    token = pending.get("owner_token")
+    if differing or not isinstance(token, str):
+        kept = ", ".join(f"{name} {redact(str(pending.get(name)))}" for name in given)
+        raise WorkspaceError(f"an init that stopped early in {wdir} ({kept}) is not finished; "
+                             + (f"this one differs in {', '.join(differing)}" if differing
+                                else f"{PENDING} is malformed"),
+                             hint="run that init again to finish it, or remove the directory "
+                                  "to start over")
+    return token
+
+
+def pending_init(root: Path) -> bool:
+    """Whether an init in ``root`` (a project directory) stopped before handing over its owner
+    token, so that running it again finishes it."""
+    root = root.resolve()
+    if root.name == WORKSPACE_DIR:
+        root = root.parent
+    return (root / WORKSPACE_DIR / PENDING).exists()
+
+
+def _finish(wdir: Path) -> None:
+    # The token is handed over: nothing may keep it now. A file left behind (unlink refused)
+    # only makes the next `loopx init` here hand it over again.
+    try:
+        (wdir / PENDING).unlink()
+        fsync_dir(wdir)
+    except OSError:
+        pass
 
 
 def join_workspace(root: Path, store: str, *, goal_id: str | None = None,
@@ -113,7 +195,7 @@ def join_workspace(root: Path, store: str, *, goal_id: str | None = None,
               else parse_postgres(store))
     location = parsed.conninfo_with_log()
     recorded = without_password(location)
-    root, wdir, existed = _fresh_directory(root)
+    root, wdir, existed, _ = _fresh_directory(root)
     from loopx.kernel.store.postgres import PostgresStore
 
     try:
@@ -147,14 +229,25 @@ def join_workspace(root: Path, store: str, *, goal_id: str | None = None,
     return Workspace(root, store_location=recorded), goal
 
 
-def _fresh_directory(root: Path) -> tuple[Path, Path, bool]:
-    """The project directory, its ``.loopx/``, and whether that existed (empty): refused where
-    a workspace, or a half-made one, is already."""
+def _fresh_directory(root: Path, *, resume: bool = False
+                     ) -> tuple[Path, Path, bool, dict[str, Any] | None]:
+    """The project directory, its ``.loopx/``, whether that existed (empty), and, with
+    ``resume``, what an init that stopped early there kept (:data:`PENDING`): refused where a
+    workspace, or a half-made one without that file, is already."""
     root = root.resolve()
     if root.name == WORKSPACE_DIR:
         root = root.parent
     wdir = root / WORKSPACE_DIR
     try:
+        if resume and (wdir / PENDING).exists():
+            try:
+                pending = json.loads((wdir / PENDING).read_text())
+            except ValueError:
+                pending = None
+            if not isinstance(pending, dict):
+                raise WorkspaceError(f"{wdir / PENDING} is malformed",
+                                     hint="remove the directory and run `loopx init` again")
+            return root, wdir, True, pending
         if (wdir / "workspace.json").exists():
             raise WorkspaceError(f"{root} already holds a loopx workspace")
         existed = wdir.exists()
@@ -164,7 +257,7 @@ def _fresh_directory(root: Path) -> tuple[Path, Path, bool]:
                 hint="remove that directory and run `loopx init` again")
     except OSError as exc:
         raise StorageError.from_os(exc, "look at", path=wdir, outcome=NOTHING_CREATED) from None
-    return root, wdir, existed
+    return root, wdir, existed, None
 
 
 def _agents_section(root: Path) -> None:
@@ -174,33 +267,34 @@ def _agents_section(root: Path) -> None:
         print(f"loopx: {root / AGENTS_FILE} not written: {exc}", file=sys.stderr)
 
 
-def _create(root: Path, goal_id: str, scopes: list[str],
-            location: str = FILE) -> tuple[Workspace, str]:
+def _create(root: Path, goal_id: str, scopes: list[str], location: str, token: str,
+            started: Started) -> Workspace:
     """The part of init that writes: the log, its genesis, profiles, and the marker files."""
     from loopx.work.profiles import packaged_profiles
 
     wdir = root / WORKSPACE_DIR
-    root.mkdir(parents=True, exist_ok=True)
     recorded = without_password(location)
     workspace = Workspace(root, store_location=recorded)
     store: Store
     if location == FILE:
-        store = workspace.store()
+        store = FileStore(wdir)
     else:
         from loopx.kernel.store.postgres import PostgresStore
 
-        wdir.mkdir(exist_ok=True)
         store = PostgresStore(location)
     store.create()  # type: ignore[attr-defined]
+    started.genesis = True
     with store:
-        token = bootstrap_log(Ledger(store), goal_id)
+        bootstrap_log(Ledger(store), goal_id, token)
+    fault("init-recorded")  # tests: the log written, this host's files not yet
     copy_profiles(packaged_profiles(), wdir / "lanes")
     write_atomic(wdir / ".gitignore", GITIGNORE)
     # Written last: a .loopx/ without it is an init that stopped early.
     write_atomic(wdir / "workspace.json",
                  json.dumps({"format_version": FORMAT_VERSION, "store": recorded,
                              "contract_scopes": scopes}, indent=2) + "\n")
-    return workspace, token
+    fault("init-written")  # tests: the workspace whole, its owner token not handed over
+    return workspace
 
 
 def undo_init(wdir: Path, existed: bool) -> str:
@@ -222,27 +316,39 @@ def undo_init(wdir: Path, existed: bool) -> str:
     return NOTHING_CREATED
 
 
-def bootstrap_log(ledger: Ledger, goal_id: str) -> str:
+def bootstrap_log(ledger: Ledger, goal_id: str, token: str | None = None) -> str:
     """Write an empty log's genesis record and the packaged role profiles; returns the owner
-    token (show it once). Any store backend works, so tests can bootstrap a memory store.
+    token (show it once; ``token`` when given). Any store backend works, so tests can bootstrap
+    a memory store. A log whose genesis is this goal's with ``token``'s digest is an earlier
+    bootstrap with that token that stopped part way: its missing profiles are recorded.
 
     Raises:
-        WorkspaceError: the log already has records.
+        WorkspaceError: the log already has records (of another init).
     """
     from loopx.kernel.identity import Credentials
     from loopx.kernel.tokens import new_token, token_digest
     from loopx.work.profiles import packaged_profiles, parse_profile
 
-    token = new_token()
-    ledger.append_genesis({
+    token = token or new_token()
+    genesis = {
         "format_version": FORMAT_VERSION,
         "goal_id": goal_id,
         "owner_token_sha256": token_digest(token),
         "loopx_version": __version__,
-    }, agent_id=OWNER_AGENT)
+    }
+    if not _begun_with(ledger, genesis):
+        ledger.append_genesis(genesis, agent_id=OWNER_AGENT)
     record_profiles(ledger, Credentials(OWNER_AGENT, token), {
         name: parse_profile(name, data) for name, data in packaged_profiles().items()})
     return token
+
+
+def _begun_with(ledger: Ledger, genesis: dict[str, Any]) -> bool:
+    """Whether the log's first record is ``genesis`` (its goal and owner token digest)."""
+    if ledger.store.head().seq == 0:
+        return False
+    first = ledger.store.get(1)["payload"]
+    return all(first.get(k) == genesis[k] for k in ("goal_id", "owner_token_sha256"))
 
 
 def _check_goal_id(goal_id: str) -> None:
