@@ -201,3 +201,48 @@ def test_lanes_apply_records_edits_and_refuses_malformed_profiles(ws: Path) -> N
     assert register(ws, "star-1", "stargazer").startswith("lpx_")
     agent_token = register(ws, "ex-9")
     assert run(ws, "lanes", "apply", token=agent_token).exit_code == 7
+
+
+def test_lanes_apply_refuses_files_edited_from_an_older_profile(ws: Path) -> None:
+    import shutil
+
+    # A second host's copy of .loopx/ (its lane files and what they were synced with), made
+    # before the first host changed a profile: its files are the old versions.
+    dot = ws / ".loopx"
+    stale = ws.parent / "stale-copy"
+    shutil.copytree(dot / "lanes", stale / "lanes")
+    shutil.copy(dot / "lanes-synced.json", stale / "lanes-synced.json")
+    executor = dot / "lanes" / "research_executor.toml"
+    executor.write_text(executor.read_text().replace("max_attempts = 3", "max_attempts = 5"))
+    first = run(ws, "lanes", "apply", "--json", token=owner(ws))
+    assert [r["role"] for r in json.loads(first.stdout)["recorded"]] == ["research_executor"]
+
+    # The second host edits another profile and applies: its stale executor file would undo
+    # the first host's change. Refused, naming it; nothing recorded.
+    shutil.rmtree(dot / "lanes")
+    shutil.copytree(stale / "lanes", dot / "lanes")
+    shutil.copy(stale / "lanes-synced.json", dot / "lanes-synced.json")
+    curator = dot / "lanes" / "research_curator.toml"
+    curator.write_text(curator.read_text().replace("lease_ttl_seconds = 600.0",
+                                                   "lease_ttl_seconds = 1200.0"))
+    before = log_bytes(ws)
+    refused = run(ws, "lanes", "apply", "--json", token=owner(ws))
+    assert refused.exit_code == 4, refused.stdout
+    error = json.loads(refused.stdout)
+    assert error["error"] == "conflict" and "research_executor" in error["message"]
+    assert "research_curator" not in error["message"] and "--force" in error["hint"]
+    assert log_bytes(ws) == before
+    shown = {p["role"]: p for p in json.loads(run(ws, "lanes", "show", "--json").stdout)
+             ["profiles"]}
+    assert shown["research_executor"]["max_attempts"] == 5
+
+    # Brought up to date, the edit goes through; so does a deliberate --force.
+    executor.write_text(executor.read_text().replace("max_attempts = 3", "max_attempts = 5"))
+    done = run(ws, "lanes", "apply", "--json", token=owner(ws))
+    assert done.exit_code == 0, done.stdout
+    assert [r["role"] for r in json.loads(done.stdout)["recorded"]] == ["research_curator"]
+    shutil.copy(stale / "lanes-synced.json", dot / "lanes-synced.json")
+    executor.write_text(executor.read_text().replace("max_attempts = 5", "max_attempts = 2"))
+    assert run(ws, "lanes", "apply", token=owner(ws)).exit_code == 4
+    forced = run(ws, "lanes", "apply", "--force", "--json", token=owner(ws))
+    assert [r["role"] for r in json.loads(forced.stdout)["recorded"]] == ["research_executor"]

@@ -347,12 +347,16 @@ def lanes_show(ctx: click.Context, as_json: bool) -> None:
 
 
 @lanes.command("apply")
+@click.option("--force", is_flag=True,
+              help="Record files edited from an older version than the profile in force "
+                   "(undoing what was recorded since) instead of refusing them.")
 @with_token
-def lanes_apply(ctx: click.Context, token_file: Path | None, as_json: bool) -> None:
+def lanes_apply(ctx: click.Context, force: bool, token_file: Path | None,
+                as_json: bool) -> None:
     """Validate .loopx/lanes/*.toml and record the changed profiles (needs the owner token)."""
-    from loopx.tools.registry import NoParams
+    from loopx.tools.lanes import Apply
 
-    out = run_tool(ctx, "lanes.apply", NoParams(), credentials("owner", token_file))
+    out = run_tool(ctx, "lanes.apply", Apply(force), credentials("owner", token_file))
     recorded = ", ".join(r["role"] for r in out["recorded"]) or "nothing changed"
     emit(as_json, out, f"recorded: {recorded}")
 

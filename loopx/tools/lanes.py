@@ -186,14 +186,30 @@ def lanes_show(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
             "conditions": {name: c.summary for name, c in sorted(condition_table().items())}}
 
 
-@tool("lanes.apply", params=NoParams, writes=True)
-def lanes_apply(ctx: ToolContext, p: NoParams) -> dict[str, Any]:
-    """Validate the profile files in .loopx/lanes/ and record those that changed (owner token)."""
+@dataclass(frozen=True)
+class Apply:
+    force: bool = False
+
+
+@tool("lanes.apply", params=Apply, writes=True)
+def lanes_apply(ctx: ToolContext, p: Apply) -> dict[str, Any]:
+    """Validate the profile files in .loopx/lanes/ and record those that changed (owner token);
+    a file edited from an older version than the one in force is refused unless ``force``."""
     from loopx.work.profiles import load_profiles
     from loopx.workspace import record_profiles
+    from loopx.workspace.files import read_synced, write_synced
 
+    wdir = ctx.workspace.dir
+    synced = read_synced(wdir)
     profiles = load_profiles(ctx.workspace.lanes_dir)
     records = record_profiles(ctx.ledger, ctx.credentials(),
-                              {f"{role}.toml": p for role, p in profiles.items()})
+                              {f"{role}.toml": p for role, p in profiles.items()},
+                              based_on=None if p.force else synced)
+    in_force = ctx.ledger.state()["lanes"]["profiles"]
+    try:
+        write_synced(wdir, {**(synced or {}),
+                            **{role: in_force[role]["seq"] for role in profiles}})
+    except OSError:
+        pass  # recorded all the same; a stale base can only refuse a later edit (see --force)
     return {"recorded": [{"role": r["payload"]["role"], "seq": r["seq"]} for r in records],
             "unchanged": sorted(set(profiles) - {r["payload"]["role"] for r in records})}

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopx import __version__
 from loopx.kernel.errors import (
+    ConflictError,
     FieldProblem,
     NotFound,
     RecordRejected,
@@ -33,7 +34,7 @@ from loopx.workspace.directory import (
     WORKSPACE_DIR,
     Workspace,
 )
-from loopx.workspace.files import GITIGNORE, copy_profiles, write_atomic
+from loopx.workspace.files import GITIGNORE, copy_profiles, write_atomic, write_synced
 
 if TYPE_CHECKING:
     from loopx.kernel.identity import Credentials, Identity
@@ -285,9 +286,12 @@ def _create(root: Path, goal_id: str, scopes: list[str], location: str, token: s
     store.create()  # type: ignore[attr-defined]
     started.genesis = True
     with store:
-        bootstrap_log(Ledger(store), goal_id, token)
+        ledger = Ledger(store)
+        bootstrap_log(ledger, goal_id, token)
+        profiles = ledger.state()["lanes"]["profiles"]
     fault("init-recorded")  # tests: the log written, this host's files not yet
     copy_profiles(packaged_profiles(), wdir / "lanes")
+    write_synced(wdir, {role: p["seq"] for role, p in profiles.items()})
     write_atomic(wdir / ".gitignore", GITIGNORE)
     # Written last: a .loopx/ without it is an init that stopped early.
     write_atomic(wdir / "workspace.json",
@@ -372,12 +376,16 @@ def _check_contract_scopes(scopes: list[str] | None) -> list[str]:
 
 
 def record_profiles(ledger: Ledger, creds: Credentials,
-                    profiles: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+                    profiles: dict[str, dict[str, Any]],
+                    based_on: dict[str, int] | None = None) -> list[dict[str, Any]]:
     """Record the profiles that differ from those in force, as one owner batch.
 
-    Returns the records written (none when nothing changed).
+    ``based_on`` (role -> seq) names the profile record each one was edited from: a profile
+    whose role has had another record since is refused rather than recorded over it. Returns
+    the records written (none when nothing changed).
 
     Raises:
+        ConflictError: a profile would undo one recorded after the version it was based on.
         RecordRejected: a profile names a role that will not exist.
         Unauthorized, Forbidden: the writer is not the owner.
     """
@@ -389,6 +397,20 @@ def record_profiles(ledger: Ledger, creds: Credentials,
         changed = [p for p in profiles.values() if current.get(p["role"]) != p]
         if not changed:
             return []
+        overtaken = [(p["role"], based_on[p["role"]], lanes["profiles"][p["role"]]["seq"])
+                     for p in changed if based_on and p["role"] in based_on
+                     and p["role"] in current
+                     and lanes["profiles"][p["role"]]["seq"] != based_on[p["role"]]]
+        if overtaken:
+            raise ConflictError(
+                "these profile files were edited from an older version of the profile in "
+                "force, and recording them would undo what was recorded since (from another "
+                "host?): " + "; ".join(f"{role} (the file is based on seq {base}; the profile "
+                                       f"in force was recorded at seq {seq})"
+                                       for role, base, seq in overtaken),
+                hint="bring each file up to date with the profile in force (`loopx lanes show "
+                     "--json`, or the applying host's file) and apply again, or apply with "
+                     "--force to record these files over it")
         return ledger.prepare([{"schema_version": "lane_profile_v0", "payload": p}
                                for p in sorted(changed, key=lambda p: p["role"])], who)
 

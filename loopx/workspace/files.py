@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import stat
 from pathlib import Path
 
 from loopx.kernel.store.fs import fsync_dir, replace_file
 
 GITIGNORE = "# loopx workspace state is not versioned with the project\n*\n"
+# Per role, the seq of the profile record this host's file in lanes/ was last equal to (written
+# by init and `lanes apply`): what an edit of that file was based on.
+LANES_SYNCED = "lanes-synced.json"
 
 
 def write_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
@@ -30,3 +34,21 @@ def copy_profiles(profiles: dict[str, bytes], target: Path) -> None:
     for name, data in profiles.items():
         (target / name).write_bytes(data)
     fsync_dir(target)
+
+
+def read_synced(wdir: Path) -> dict[str, int] | None:
+    """The profile records this host's lane files were last equal to (role -> seq), or None
+    where nothing says (a workspace made before loopx kept it, or a malformed file)."""
+    try:
+        data = json.loads((wdir / LANES_SYNCED).read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not all(
+            isinstance(k, str) and type(v) is int for k, v in data.items()):
+        return None
+    return data
+
+
+def write_synced(wdir: Path, seqs: dict[str, int]) -> None:
+    """Record that this host's lane files equal the profile records ``seqs`` (role -> seq)."""
+    write_atomic(wdir / LANES_SYNCED, json.dumps(seqs, indent=2, sort_keys=True) + "\n")

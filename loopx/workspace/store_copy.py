@@ -24,7 +24,13 @@ from loopx.kernel.store.moved import Moved, follow_command
 from loopx.kernel.verify import Anchor, verify_store
 from loopx.workspace.create import undo_init
 from loopx.workspace.directory import WORKSPACE_DIR, Workspace
-from loopx.workspace.files import GITIGNORE, copy_profiles, write_atomic
+from loopx.workspace.files import (
+    GITIGNORE,
+    copy_profiles,
+    read_synced,
+    write_atomic,
+    write_synced,
+)
 
 if TYPE_CHECKING:
     from loopx.kernel.store.postgres import PostgresStore
@@ -136,6 +142,9 @@ def _copy_to_directory(workspace: Workspace, source: Store, root: Path) -> Copie
         copied = copy_log(source, target)
     copy_profiles({p.name: p.read_bytes() for p in sorted(workspace.lanes_dir.glob("*.toml"))},
                   wdir / "lanes")
+    synced = read_synced(workspace.dir)  # the same log: the files' bases hold there too
+    if synced is not None:
+        write_synced(wdir, synced)
     write_atomic(wdir / ".gitignore", GITIGNORE)
     settings = json.loads((workspace.dir / "workspace.json").read_text())
     write_atomic(wdir / "workspace.json", json.dumps({**settings, "store": FILE}, indent=2) + "\n")
