@@ -791,6 +791,12 @@ def test_a_shared_log_moved_on_one_host_refuses_the_others_until_they_follow(
         on_b = _cli(*add, "--todo-id", "from-b", cwd=host_b, env={**env, "LOOPX_TOKEN": token})
         assert on_b.returncode == 0, on_b.stdout + on_b.stderr
         assert [r["payload"].get("todo_id") for r, _ in new.read()][-2:] == ["from-a", "from-b"]
+        # Moving back into the log it left is refused up front, naming that log, not this one.
+        back = _cli("store", "copy", "--to", pg_url, "--use", "--json", cwd=host_a, env=env)
+        assert back.returncode == 3, back.stdout + back.stderr
+        assert json.loads(back.stdout)["message"].startswith(
+            f"{without_password(pg_url)} was itself moved away (to {without_password(new_url)}")
+        assert old.head().seq == moved["head"]["seq"]
     finally:
         writer.kill()
         for store in (old, new):

@@ -93,6 +93,12 @@ def _copy_to_postgres(source: Store, location: str, shown: str, *, use: bool) ->
         moved = source.moved() if use else None
         if moved is not None:
             return _moved_already(moved, target, shown)
+        gone = target.moved()
+        if gone is not None:  # its own appends would be refused mid-copy, naming "this log"
+            raise WorkspaceError(
+                f"{shown} was itself moved away (to {gone.to or 'another store'}, at seq "
+                f"{gone.seq}), and a log moved away takes no records again; nothing was copied",
+                hint="copy to a log of a new name (?log=NAME in the URL)")
         copied = copy_log(source, target)  # the bulk, while writers go on
         if use:
             copied = _mark_moved(source, target, copied, shown)  # type: ignore[arg-type]
