@@ -977,3 +977,57 @@ def test_acknowledged_batches_survive_server_crashes(pg: Any, pg_url: str) -> No
     stored = [r["record_id"] for r, _ in pg.read()]
     assert len(stored) == len(set(stored)) == 3000 and set(stored) == set(acked)
     assert verify_store(pg, workspace_rules=False).ok
+
+
+def _get(url: str) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=60) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_a_served_board_follows_the_log_it_shows_when_it_moves(pg_url: str,
+                                                               tmp_path: Path) -> None:
+    # A board served from a file log that is then moved to PostgreSQL: it must not go on
+    # showing the frozen old log as if nothing had happened.
+    env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_STORE", "LOOPX_TOKEN")}
+    made = _cli("init", "--goal-id", "served", "--json", cwd=tmp_path, env=env)
+    owner = {**env, "LOOPX_TOKEN": json.loads(made.stdout)["owner_token"]}
+    add = ["todo", "add", "--role", "research_executor", "--action", "run_dev_eval", "--title",
+           "t", "--hypothesis", "h", "--agent-id", "owner", "--json"]
+    server = subprocess.Popen([sys.executable, "-m", "loopx.cli", "board", "--serve", "--port",
+                               "0", "--json"], cwd=tmp_path, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True,
+                              env={**env, "PGPASSWORD": _password(pg_url)})  # as ~/.pgpass
+    from loopx.kernel.store.postgres import PostgresStore
+
+    try:
+        assert server.stdout is not None
+        url = json.loads(server.stdout.readline())["url"]
+        assert _get(url)[0] == 200
+        # Marked moved but not switched here (a move killed before its switch): said so.
+        mark = FileStore(tmp_path / ".loopx")
+        at = mark.head()
+        with mark.locked():
+            mark.mark_moved(without_password(pg_url), at)
+        status, page = _get(url)
+        assert status == 503 and f"this log moved to {without_password(pg_url)}" in page
+        assert "loopx store copy --to" in page and _password(pg_url) not in page
+        (tmp_path / ".loopx" / "log" / "moved.json").unlink()
+        # Moved and switched on this host: the board shows the new log, records added there.
+        moved = _cli("store", "copy", "--to", pg_url, "--use", "--json", cwd=tmp_path, env=env)
+        assert moved.returncode == 0, moved.stdout + moved.stderr
+        on_pg = {**owner, "LOOPX_STORE": pg_url}
+        assert _cli(*add, "--todo-id", "after-the-move", cwd=tmp_path, env=on_pg).returncode == 0
+        seq = json.loads(moved.stdout)["head"]["seq"] + 1
+        assert json.loads(_get(url + "head")[1])["head_seq"] == seq
+        status, page = _get(url)
+        assert status == 200 and "after-the-move" in page
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=30)
+        PostgresStore(pg_url).drop()

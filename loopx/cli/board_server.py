@@ -5,7 +5,7 @@ Serving appends nothing: it is a local view, not a publication. Only the served 
 script; a published board has none. The script asks ``/head?after=SEQ`` of the same server,
 which answers once the log's head passes SEQ (or after 25 s): the server waits on the store
 (NOTIFY on PostgreSQL, a cheap head check every 50 ms on files), so an idle board sends
-nothing to a PostgreSQL server.
+nothing to a PostgreSQL server. A log moved with ``loopx store copy --use`` is followed.
 """
 
 from __future__ import annotations
@@ -34,12 +34,38 @@ def _reloader(head_seq: int) -> str:
             "setTimeout(poll,%d)})}setTimeout(poll,%d)})();</script>" % (head_seq, 50, POLL_MS))
 
 
+class _Served:
+    """The workspace and ledger a server reads: after a move of the log (``loopx store copy
+    --use`` on this host), the ones ``workspace.json`` names now, so the board follows."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+        self.ledger = workspace.ledger()
+
+    def current(self) -> str | None:
+        """Follow a move if this host's workspace was switched; the reason the board cannot be
+        shown (the log moved, and this host has not switched) otherwise, or None."""
+        moved = self.ledger.store.moved()
+        if moved is None:
+            return None
+        from loopx.kernel.store.moved import follow_command
+        from loopx.workspace import find_workspace
+
+        again = find_workspace(self.workspace.root)
+        if again.store_location == self.workspace.store_location:
+            return (f"this log moved to {moved.to or 'another store'}; run "
+                    f"{follow_command(moved.to)} on this host, and the board follows it")
+        self.ledger.store.close()
+        self.workspace, self.ledger = again, again.ledger()
+        return None
+
+
 def make_server(workspace: Workspace, host: str = "127.0.0.1", port: int = 0
                 ) -> ThreadingHTTPServer:
     """A server for the workspace's board; ``port`` 0 picks a free one."""
     from loopx.narrator.publish import render
 
-    ledger = workspace.ledger()
+    served = _Served(workspace)
     lock = threading.Lock()  # one ledger, read by one request at a time
 
     class Handler(BaseHTTPRequestHandler):
@@ -48,27 +74,35 @@ def make_server(workspace: Workspace, host: str = "127.0.0.1", port: int = 0
             after = _after(query)
             if path == "/head" and after is not None:
                 # Wait outside the lock, on a store of this request's own.
-                with workspace.store() as store:
+                with served.workspace.store() as store:
                     store.wait(after, LONG_POLL_SECONDS)
             with lock:
-                if path == "/head":
-                    self._send(200, "application/json",
-                               json.dumps({"head_seq": ledger.state().seq}))
-                    return
-                if path not in ("/", "/index.html"):
-                    self._send(404, "text/plain; charset=utf-8", "not found\n")
-                    return
                 try:
-                    seq = ledger.state().seq
-                    rendered = render(ledger, "board", "html", workspace_root=workspace.root,
+                    gone = served.current()
+                    if path == "/head":
+                        self._send(200, "application/json",
+                                   json.dumps({"head_seq": served.ledger.state().seq}))
+                        return
+                    if path not in ("/", "/index.html"):
+                        self._send(404, "text/plain; charset=utf-8", "not found\n")
+                        return
+                    if gone is not None:
+                        self._withheld("board not shown", gone)
+                        return
+                    seq = served.ledger.state().seq
+                    rendered = render(served.ledger, "board", "html",
+                                      workspace_root=served.workspace.root,
                                       extra_head=_reloader(seq))
                 except LoopxError as exc:
                     # The gate's message names records and fields, never the values.
-                    body = (f"<!DOCTYPE html><meta charset=\"utf-8\"><title>board withheld"
-                            f"</title><pre>{escape(exc.message)}</pre>{_reloader(-1)}")
-                    self._send(503, "text/html; charset=utf-8", body)
+                    self._withheld("board withheld", exc.message)
                     return
             self._send(200, "text/html; charset=utf-8", rendered.text)
+
+        def _withheld(self, title: str, why: str) -> None:
+            body = (f"<!DOCTYPE html><meta charset=\"utf-8\"><title>{title}</title>"
+                    f"<pre>{escape(why)}</pre>{_reloader(-1)}")
+            self._send(503, "text/html; charset=utf-8", body)
 
         def _send(self, status: int, kind: str, body: str) -> None:
             data = body.encode("utf-8")
