@@ -1017,6 +1017,13 @@ def test_a_served_board_follows_the_log_it_shows_when_it_moves(pg_url: str,
         status, page = _get(url)
         assert status == 503 and f"this log moved to {without_password(pg_url)}" in page
         assert "loopx store copy --to" in page and _password(pg_url) not in page
+        # The page's head poll gets JSON even when the workspace cannot be read.
+        settings = tmp_path / ".loopx" / "workspace.json"
+        kept = settings.read_bytes()
+        settings.write_text("{")
+        status, answer = _get(url + "head")
+        assert status == 503 and json.loads(answer)["error"] == "workspace"
+        settings.write_bytes(kept)
         (tmp_path / ".loopx" / "log" / "moved.json").unlink()
         # Moved and switched on this host: the board shows the new log, records added there.
         moved = _cli("store", "copy", "--to", pg_url, "--use", "--json", cwd=tmp_path, env=env)

@@ -94,6 +94,9 @@ def make_server(workspace: Workspace, host: str = "127.0.0.1", port: int = 0
                                       workspace_root=served.workspace.root,
                                       extra_head=_reloader(seq))
                 except LoopxError as exc:
+                    if path == "/head":  # the page's script reads JSON, and retries
+                        self._send(503, "application/json", json.dumps(exc.to_json()))
+                        return
                     # The gate's message names records and fields, never the values.
                     self._withheld("board withheld", exc.message)
                     return
