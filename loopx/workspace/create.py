@@ -34,7 +34,13 @@ from loopx.workspace.directory import (
     WORKSPACE_DIR,
     Workspace,
 )
-from loopx.workspace.files import GITIGNORE, copy_profiles, write_atomic, write_synced
+from loopx.workspace.files import (
+    GITIGNORE,
+    copy_profiles,
+    write_atomic,
+    write_settings,
+    write_synced,
+)
 
 if TYPE_CHECKING:
     from loopx.kernel.identity import Credentials, Identity
@@ -94,7 +100,7 @@ def init_workspace(root: Path, goal_id: str, *,
         from loopx.kernel.tokens import new_token
 
         token = new_token()
-    started = Started()
+    genesis_sent = False  # from then on a shared log may hold this init's first records
     try:
         if pending is None:
             root.mkdir(parents=True, exist_ok=True)
@@ -103,14 +109,17 @@ def init_workspace(root: Path, goal_id: str, *,
             write_atomic(wdir / PENDING, json.dumps(
                 {"goal_id": goal_id, "store": recorded, "contract_scopes": scopes,
                  "owner_token": token}, indent=2) + "\n", mode=0o600)
-        workspace = _create(root, goal_id, scopes, location, token, started)
+        store = _log_store(wdir, location)
+        store.create()  # type: ignore[attr-defined]
+        genesis_sent = True
+        workspace = _create(root, goal_id, scopes, store, recorded, token)
         if deliver is not None:
             deliver(workspace, token, pending is not None)
     except OSError as exc:
         raise StorageError.from_os(exc, "write", path=exc.filename or root,
-                                   outcome=_undo(wdir, existed, location, started)) from None
+                                   outcome=_undo(wdir, existed, location, genesis_sent)) from None
     except StorageError as exc:  # the store's own, from writing the first records
-        raise exc.with_outcome(_undo(wdir, existed, location, started)) from None
+        raise exc.with_outcome(_undo(wdir, existed, location, genesis_sent)) from None
     except WorkspaceError as exc:  # a shared store's log that already has records
         undo_init(wdir, existed)
         raise WorkspaceError(f"{exc.message} ({redact(recorded)})",
@@ -122,16 +131,10 @@ def init_workspace(root: Path, goal_id: str, *,
     return workspace, token
 
 
-class Started:
-    """Whether an init has sent its genesis to the store (it may be committed from then on)."""
-
-    genesis = False
-
-
-def _undo(wdir: Path, existed: bool, location: str, started: Started) -> str:
+def _undo(wdir: Path, existed: bool, location: str, genesis_sent: bool) -> str:
     """Undo a failed init, unless a shared log may hold its genesis already: then what it made
     stays, its token with it, for the same command to finish (a file log goes with .loopx/)."""
-    if location == FILE or not started.genesis:
+    if location == FILE or not genesis_sent:
         return undo_init(wdir, existed)
     return ("the log may already hold this init's first records: run the same `loopx init` "
             "again to finish it (the owner token is kept in .loopx/ until then)")
@@ -154,12 +157,15 @@ def _resumed_token(wdir: Path, pending: dict[str, Any], goal_id: str, recorded: 
 
 
 def pending_init(root: Path) -> bool:
-    """Whether an init in ``root`` (a project directory) stopped before handing over its owner
-    token, so that running it again finishes it."""
+    """Whether an init in ``root`` stopped before handing over its owner token, so that running
+    it again finishes it."""
+    return (_project_root(root) / WORKSPACE_DIR / PENDING).exists()
+
+
+def _project_root(root: Path) -> Path:
+    """The project directory ``root`` names (resolved; ``p/.loopx`` names ``p``)."""
     root = root.resolve()
-    if root.name == WORKSPACE_DIR:
-        root = root.parent
-    return (root / WORKSPACE_DIR / PENDING).exists()
+    return root.parent if root.name == WORKSPACE_DIR else root
 
 
 def _finish(wdir: Path) -> None:
@@ -220,9 +226,8 @@ def join_workspace(root: Path, store: str, *, goal_id: str | None = None,
     try:
         (wdir / "lanes").mkdir(parents=True, exist_ok=True)
         write_atomic(wdir / ".gitignore", GITIGNORE)
-        write_atomic(wdir / "workspace.json",
-                     json.dumps({"format_version": FORMAT_VERSION, "store": recorded,
-                                 "contract_scopes": scopes}, indent=2) + "\n")
+        write_settings(wdir, {"format_version": FORMAT_VERSION, "store": recorded,
+                              "contract_scopes": scopes})
     except OSError as exc:
         raise StorageError.from_os(exc, "write", path=exc.filename or root,
                                    outcome=undo_init(wdir, existed)) from None
@@ -235,9 +240,7 @@ def _fresh_directory(root: Path, *, resume: bool = False
     """The project directory, its ``.loopx/``, whether that existed (empty), and, with
     ``resume``, what an init that stopped early there kept (:data:`PENDING`): refused where a
     workspace, or a half-made one without that file, is already."""
-    root = root.resolve()
-    if root.name == WORKSPACE_DIR:
-        root = root.parent
+    root = _project_root(root)
     wdir = root / WORKSPACE_DIR
     try:
         if resume and (wdir / PENDING).exists():
@@ -268,23 +271,23 @@ def _agents_section(root: Path) -> None:
         print(f"loopx: {root / AGENTS_FILE} not written: {exc}", file=sys.stderr)
 
 
-def _create(root: Path, goal_id: str, scopes: list[str], location: str, token: str,
-            started: Started) -> Workspace:
-    """The part of init that writes: the log, its genesis, profiles, and the marker files."""
+def _log_store(wdir: Path, location: str) -> Store:
+    """The store an init writes: the file log in ``wdir``, or the PostgreSQL log at
+    ``location``."""
+    if location == FILE:
+        return FileStore(wdir)
+    from loopx.kernel.store.postgres import PostgresStore
+
+    return PostgresStore(location)
+
+
+def _create(root: Path, goal_id: str, scopes: list[str], store: Store, recorded: str,
+            token: str) -> Workspace:
+    """The part of init that writes: the genesis and profiles into ``store`` (created), then
+    this host's files; ``recorded`` is the store's location as ``workspace.json`` names it."""
     from loopx.work.profiles import packaged_profiles
 
     wdir = root / WORKSPACE_DIR
-    recorded = without_password(location)
-    workspace = Workspace(root, store_location=recorded)
-    store: Store
-    if location == FILE:
-        store = FileStore(wdir)
-    else:
-        from loopx.kernel.store.postgres import PostgresStore
-
-        store = PostgresStore(location)
-    store.create()  # type: ignore[attr-defined]
-    started.genesis = True
     with store:
         ledger = Ledger(store)
         bootstrap_log(ledger, goal_id, token)
@@ -294,11 +297,10 @@ def _create(root: Path, goal_id: str, scopes: list[str], location: str, token: s
     write_synced(wdir, {role: p["seq"] for role, p in profiles.items()})
     write_atomic(wdir / ".gitignore", GITIGNORE)
     # Written last: a .loopx/ without it is an init that stopped early.
-    write_atomic(wdir / "workspace.json",
-                 json.dumps({"format_version": FORMAT_VERSION, "store": recorded,
-                             "contract_scopes": scopes}, indent=2) + "\n")
+    write_settings(wdir, {"format_version": FORMAT_VERSION, "store": recorded,
+                          "contract_scopes": scopes})
     fault("init-written")  # tests: the workspace whole, its owner token not handed over
-    return workspace
+    return Workspace(root, store_location=recorded)
 
 
 def undo_init(wdir: Path, existed: bool) -> str:
@@ -397,10 +399,10 @@ def record_profiles(ledger: Ledger, creds: Credentials,
         changed = [p for p in profiles.values() if current.get(p["role"]) != p]
         if not changed:
             return []
-        overtaken = [(p["role"], based_on[p["role"]], lanes["profiles"][p["role"]]["seq"])
-                     for p in changed if based_on and p["role"] in based_on
-                     and p["role"] in current
-                     and lanes["profiles"][p["role"]]["seq"] != based_on[p["role"]]]
+        in_force = {role: p["seq"] for role, p in lanes["profiles"].items()}
+        overtaken = [(p["role"], based_on[p["role"]], in_force[p["role"]]) for p in changed
+                     if based_on and p["role"] in based_on and p["role"] in in_force
+                     and in_force[p["role"]] != based_on[p["role"]]]
         if overtaken:
             raise ConflictError(
                 "these profile files were edited from an older version of the profile in "

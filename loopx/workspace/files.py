@@ -20,6 +20,11 @@ def write_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
     replace_file(path, text.encode("utf-8", errors="surrogateescape"), mode=mode)
 
 
+def write_settings(wdir: Path, settings: dict[str, object]) -> None:
+    """Write ``workspace.json`` (format, store, settings) into ``wdir``, atomically."""
+    write_atomic(wdir / "workspace.json", json.dumps(settings, indent=2) + "\n")
+
+
 def mode_of(path: Path) -> int | None:
     """The permission bits of ``path``, or None when it does not exist."""
     try:

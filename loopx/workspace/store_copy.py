@@ -29,6 +29,7 @@ from loopx.workspace.files import (
     copy_profiles,
     read_synced,
     write_atomic,
+    write_settings,
     write_synced,
 )
 
@@ -153,14 +154,12 @@ def _copy_to_directory(workspace: Workspace, source: Store, root: Path) -> Copie
         write_synced(wdir, synced)
     write_atomic(wdir / ".gitignore", GITIGNORE)
     settings = json.loads((workspace.dir / "workspace.json").read_text())
-    write_atomic(wdir / "workspace.json", json.dumps({**settings, "store": FILE}, indent=2) + "\n")
+    write_settings(wdir, {**settings, "store": FILE})
     return copied
 
 
 def _record_store(workspace: Workspace, location: str) -> None:
     """Point ``workspace.json`` at ``location`` (no password), keeping every other setting."""
-    config = workspace.dir / "workspace.json"
-    settings = json.loads(config.read_text())
-    write_atomic(config, json.dumps({**settings, "store": without_password(location)},
-                                    indent=2) + "\n")
+    settings = json.loads((workspace.dir / "workspace.json").read_text())
+    write_settings(workspace.dir, {**settings, "store": without_password(location)})
     shutil.rmtree(workspace.dir / "checkpoints", ignore_errors=True)  # positions of the old log
