@@ -194,3 +194,26 @@ def test_a_failed_init_is_undone_unless_a_shared_log_may_hold_its_genesis(
         assert log.head().seq == 6
     assert first["owner_token_sha256"] == token_digest(token)
     assert not (tmp_path / ".loopx" / "init-pending.json").exists()
+
+
+def test_a_resumed_init_writes_its_token_only_into_the_private_empty_file_it_left(
+        tmp_path: Path) -> None:
+    # Someone who can write the token file's directory plants a file there for the finishing
+    # run to fill: one that others may read, or one that already holds something, is refused.
+    root = tmp_path / "project"
+    token_file = tmp_path / "owner.token"
+    init = ["init", "--goal-id", "kept", "--owner-token-file", str(token_file), "--json"]
+    kill_at(root, "pause:init-recorded", *init)
+    for planted, mode in (("", 0o644), ("planted\n", 0o600)):
+        token_file.write_text(planted)
+        token_file.chmod(mode)
+        refused = run(root, *init)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert "already exists" in json.loads(refused.stdout)["message"]
+        assert token_file.read_text() == planted
+        assert (root / ".loopx" / "init-pending.json").exists()
+    token_file.write_text("")
+    token_file.chmod(0o600)
+    done = run(root, *init)
+    assert done.returncode == 0 and json.loads(done.stdout)["resumed"] is True
+    assert token_file.read_text().startswith("lpx_")
