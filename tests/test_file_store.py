@@ -247,6 +247,35 @@ def test_a_moved_log_refuses_every_later_append(tmp_path: Path) -> None:
     assert verify_workspace(store, workspace_rules=False).ok
 
 
+WAITER = """
+import sys
+from loopx.kernel.store import FileStore
+store = FileStore(sys.argv[1])
+print("waiting", flush=True)
+print(store.wait(store.head().seq, 120.0), store.moved().to if store.moved() else None)
+"""
+
+
+def test_a_waiter_on_a_log_that_moves_returns_instead_of_waiting_out_its_timeout(
+        tmp_path: Path) -> None:
+    # A served board's long poll, a lane runner idle between polls: the head of a moved log
+    # will never pass, so the wait ends on the mark (a process of its own, as they are).
+    import subprocess
+    import sys
+
+    store = FileStore(tmp_path / ".loopx")
+    store.create()
+    store.append([unsealed(n=1)])
+    waiter = subprocess.Popen([sys.executable, "-c", WAITER, str(tmp_path / ".loopx")],
+                              stdout=subprocess.PIPE, text=True)
+    assert waiter.stdout is not None and waiter.stdout.readline() == "waiting\n"
+    head = store.head()
+    with store.locked():
+        store.mark_moved("postgresql://loopx@db/loopx?log=moved", head)
+    out, _ = waiter.communicate(timeout=60)  # well inside the waiter's own 120 s
+    assert out.split() == ["False", "postgresql://loopx@db/loopx?log=moved"]
+
+
 def test_a_file_log_copied_to_a_directory_is_the_same_log_and_never_copied_over(
         tmp_path: Path) -> None:
     from loopx.kernel.errors import ConflictError, WorkspaceError

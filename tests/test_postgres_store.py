@@ -521,6 +521,29 @@ def test_wait_wakes_on_notify_and_times_out(pg: Any, pg_url: str) -> None:
     assert pg.wait(0, timeout=0) is True  # already past: no waiting
 
 
+PG_WAITER = """
+import sys
+from loopx.kernel.store.postgres import PostgresStore
+store = PostgresStore(sys.argv[1])
+print("waiting", flush=True)
+print(store.wait(store.head().seq, 120.0), store.moved().to if store.moved() else None)
+"""
+
+
+def test_a_waiter_on_a_log_that_moves_wakes_on_the_mark(pg: Any, pg_url: str) -> None:
+    # The mark notifies the log's channel: a waiter that sends nothing while idle (a served
+    # board's long poll, an idle lane runner) wakes, finds the log moved, and returns.
+    pg.append([unsealed()])
+    waiter = subprocess.Popen([sys.executable, "-c", PG_WAITER, pg_url],
+                              stdout=subprocess.PIPE, text=True)
+    assert waiter.stdout is not None and waiter.stdout.readline() == "waiting\n"
+    time.sleep(0.5)  # listening: the wake must come from the mark's notification
+    with pg.locked():
+        pg.mark_moved("postgresql://loopx@db/loopx?log=elsewhere", pg.head())
+    out, _ = waiter.communicate(timeout=60)  # well inside the waiter's own 120 s
+    assert out.split() == ["False", "postgresql://loopx@db/loopx?log=elsewhere"]
+
+
 def test_two_urls_reaching_one_log_are_told_apart_from_two_logs(
         pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """``identity()`` (what refuses a copy of a log onto itself) names the log whatever host
@@ -1017,6 +1040,12 @@ def test_a_served_board_follows_the_log_it_shows_when_it_moves(pg_url: str,
         status, page = _get(url)
         assert status == 503 and f"this log moved to {without_password(pg_url)}" in page
         assert "loopx store copy --to" in page and _password(pg_url) not in page
+        # A page shown before the move polls the head: not the frozen old head (it would go
+        # on showing that log as current), but the move, so the page reloads into the notice.
+        for poll in ("head", f"head?after={at.seq}"):
+            status, answer = _get(url + poll)
+            assert status == 503 and json.loads(answer)["error"] == "workspace", answer
+            assert "this log moved to" in json.loads(answer)["message"]
         # The page's head poll gets JSON even when the workspace cannot be read.
         settings = tmp_path / ".loopx" / "workspace.json"
         kept = settings.read_bytes()

@@ -18,7 +18,7 @@ from html import escape
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING
 
-from loopx.kernel.errors import LoopxError
+from loopx.kernel.errors import LoopxError, WorkspaceError
 
 if TYPE_CHECKING:
     from loopx.workspace import Workspace
@@ -80,6 +80,10 @@ def make_server(workspace: Workspace, host: str = "127.0.0.1", port: int = 0
                 try:
                     gone = served.current()
                     if path == "/head":
+                        # A moved log's frozen head would keep an open page showing it as
+                        # current: the page reloads into the notice instead.
+                        if gone is not None:
+                            raise WorkspaceError(gone)
                         self._send(200, "application/json",
                                    json.dumps({"head_seq": served.ledger.state().seq}))
                         return

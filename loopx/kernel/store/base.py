@@ -277,9 +277,10 @@ class Store(ABC):
 
     def wait(self, after_seq: int, timeout: float, *,
              stop: Callable[[], bool] | None = None) -> bool:
-        """Block until the head is past ``after_seq`` (True), ``timeout`` seconds pass or
-        ``stop()`` says so (False). This default polls the head every 50 ms; the PostgreSQL
-        store waits on NOTIFY instead, sending nothing while idle."""
+        """Block until the head is past ``after_seq`` (True), ``timeout`` seconds pass, the log
+        is marked moved (its head will never pass) or ``stop()`` says so (False). This default
+        polls the head every 50 ms; the PostgreSQL store waits on NOTIFY instead, sending
+        nothing while idle."""
         import time
 
         deadline = time.monotonic() + timeout
@@ -287,7 +288,7 @@ class Store(ABC):
             if self.head().seq > after_seq:
                 return True
             left = deadline - time.monotonic()
-            if left <= 0 or (stop is not None and stop()):
+            if left <= 0 or (stop is not None and stop()) or self.moved() is not None:
                 return False
             time.sleep(min(0.05, left))
 

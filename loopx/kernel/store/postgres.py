@@ -96,7 +96,7 @@ class PostgresStore(PgAppender, Store):
         :meth:`locked`; the mark commits with it."""
         if self._locked is None or self._locked.seq != head.seq:
             raise ConflictError(f"log is at seq {self.head().seq}, not the copied {head.seq}")
-        self._connection().execute(MARK_MOVED, (to, self.log))
+        self._connection().execute(MARK_MOVED, (to, self.log, self.channel))
 
     def identity(self) -> tuple[Any, ...]:
         """What tells two logs apart whatever URL reached them: the cluster's system
@@ -296,8 +296,8 @@ class PostgresStore(PgAppender, Store):
     def wait(self, after_seq: int, timeout: float, *,
              stop: Callable[[], bool] | None = None) -> bool:
         """See :meth:`Store.wait`: LISTEN on the log's channel, then read the head once and
-        again only when a notification arrives; an idle waiter sends no queries (``stop`` is
-        asked every 0.2 s, locally)."""
+        again only when a notification arrives (an append's, or the move mark's); an idle
+        waiter sends no queries (``stop`` is asked every 0.2 s, locally)."""
 
         def listen(conn: psycopg.Connection[Any]) -> None:
             if not self._listening:
@@ -309,11 +309,13 @@ class PostgresStore(PgAppender, Store):
             self._retrying("listen on", listen)  # before reading the head: no missed NOTIFY
             if self.head().seq > after_seq:
                 return True
+            if self.moved() is not None:
+                return False
             conn = self._connection()
             woken = False
             # psycopg keeps notifications that arrive between calls (3.3); with older ones a
-            # notification landing just before notifies() could be missed, so the head is
-            # read again every 5 s whatever happens (one query per 5 s while idle).
+            # notification landing just before notifies() could be missed, so the head and the
+            # move mark are read again every 5 s whatever happens (two queries per 5 s idle).
             recheck = time.monotonic() + 5.0
             try:
                 while not woken and time.monotonic() < recheck:

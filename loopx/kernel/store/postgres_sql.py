@@ -197,7 +197,9 @@ END
 $do$;
 """
 SCHEMA = TABLES + APPEND_FUNCTION + SEAL_PROCEDURE + MOVED_SCHEMA
-MARK_MOVED = "UPDATE loopx_head SET moved_to = %s WHERE log = %s"
+# Waiters on the log's channel wake (at commit) to find it moved: its head will never pass.
+MARK_MOVED = ("UPDATE loopx_head SET moved_to = %s WHERE log = %s "
+              "RETURNING pg_notify(%s, seq::text)")
 READ_MOVED = "SELECT moved_to, seq, hash FROM loopx_head WHERE log = %s"
 
 APPEND = """
