@@ -246,3 +246,160 @@ def test_lanes_apply_refuses_files_edited_from_an_older_profile(ws: Path) -> Non
     assert run(ws, "lanes", "apply", token=owner(ws)).exit_code == 4
     forced = run(ws, "lanes", "apply", "--force", "--json", token=owner(ws))
     assert [r["role"] for r in json.loads(forced.stdout)["recorded"]] == ["research_executor"]
+
+
+def _edit(ws: Path, role: str, old: str, new: str) -> None:
+    path = ws / ".loopx" / "lanes" / f"{role}.toml"
+    assert old in path.read_text()
+    path.write_text(path.read_text().replace(old, new))
+
+
+def _synced(ws: Path) -> dict[str, int]:
+    return json.loads((ws / ".loopx" / "lanes-synced.json").read_text())
+
+
+def test_an_apply_notes_the_bases_of_the_locked_step_not_what_landed_after_it(
+        ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another host's profile record landing just after this apply's write must not become
+    the base of this host's (older) file for that role: its next edit would undo that record."""
+    from loopx.kernel.checks import Credentials
+    from loopx.kernel.ledger import Ledger
+    from loopx.tools import ToolContext, call
+    from loopx.work.profiles import parse_profile
+    from loopx.workspace import find_workspace, record_profiles
+
+    workspace = find_workspace(ws)
+    executor = ws / ".loopx" / "lanes" / "research_executor.toml"
+    theirs = parse_profile(executor.name, executor.read_bytes().replace(
+        b"max_attempts = 3", b"max_attempts = 5"))
+    original_write = Ledger.write
+    landed: list[int] = []
+
+    def write_then_another_host(self: Ledger, *args: object, **kwargs: object) -> object:
+        written = original_write(self, *args, **kwargs)  # type: ignore[arg-type]
+        # The other host's apply, between this write and anything after it.
+        monkeypatch.setattr(Ledger, "write", original_write)
+        with workspace.store() as store:
+            done = record_profiles(Ledger(store), Credentials("owner", owner(ws)),
+                                   {executor.name: theirs})
+        landed.extend(r["seq"] for r in done.records)
+        return written
+
+    monkeypatch.setattr(Ledger, "write", write_then_another_host)
+    _edit(ws, "research_curator", "lease_ttl_seconds = 600.0", "lease_ttl_seconds = 1200.0")
+    before = _synced(ws)
+    ctx = ToolContext(workspace, Credentials("owner", owner(ws)))
+    try:
+        out = call("lanes.apply", ctx, {})
+    finally:
+        ctx.close()
+    monkeypatch.undo()
+    assert [r["role"] for r in out["recorded"]] == ["research_curator"] and landed
+    synced = _synced(ws)
+    assert synced["research_curator"] == out["recorded"][0]["seq"]
+    assert synced["research_executor"] == before["research_executor"] != landed[0]
+    # So this host's next edit of its (older) executor file is refused, not recorded over the
+    # other host's max_attempts = 5.
+    _edit(ws, "research_executor", "max_attempts = 3", "max_attempts = 2")
+    refused = run(ws, "lanes", "apply", "--json", token=owner(ws))
+    assert refused.exit_code == 4 and "research_executor" in json.loads(refused.stdout)["message"]
+
+
+def test_lanes_pull_brings_unedited_files_up_and_never_drops_an_edit(ws: Path) -> None:
+    lanes = ws / ".loopx" / "lanes"
+    assert json.loads(run(ws, "lanes", "pull", "--json").stdout) == {
+        "written": [], "pending": [], "current": sorted(p.stem for p in lanes.glob("*.toml"))}
+    stale = {p.name: p.read_bytes() for p in lanes.glob("*.toml")}
+    stale_synced = _synced(ws)
+    # Another host's changes, recorded here: executor and curator move on.
+    _edit(ws, "research_executor", "max_attempts = 3", "max_attempts = 5")
+    _edit(ws, "research_curator", "lease_ttl_seconds = 600.0", "lease_ttl_seconds = 900.0")
+    applied = json.loads(run(ws, "lanes", "apply", "--json", token=owner(ws)).stdout)
+    in_force = {r["role"]: r["seq"] for r in applied["recorded"]}
+    # This host: its files from before, the curator's edited there (on the old version), the
+    # narrator's edited on the version in force (not applied yet), the evaluator's gone, and a
+    # new role's file that no profile in force has.
+    for name, data in stale.items():
+        (lanes / name).write_bytes(data)
+    (ws / ".loopx" / "lanes-synced.json").write_text(json.dumps(stale_synced))
+    _edit(ws, "research_curator", "max_attempts = 3", "max_attempts = 4")
+    _edit(ws, "product_narrator", "max_attempts = 3", "max_attempts = 2")
+    (lanes / "evaluator_promoter.toml").unlink()
+    (lanes / "stargazer.toml").write_text('role = "stargazer"\ncapability_token = "s"\n')
+    files = {p.name: p.read_bytes() for p in lanes.iterdir()}
+
+    # The curator's edit was made on an older version: refused, naming it; nothing written.
+    refused = run(ws, "lanes", "pull", "--json")
+    assert refused.exit_code == 4, refused.stdout
+    error = json.loads(refused.stdout)
+    assert error["error"] == "conflict" and "research_curator" in error["message"]
+    assert "research_executor" not in error["message"] and "--force" in error["hint"]
+    assert {p.name: p.read_bytes() for p in lanes.iterdir()} == files
+    assert _synced(ws) == stale_synced
+
+    # Redone on the version in force, the pull goes through: the unedited executor file is
+    # brought up, the missing evaluator written, the pending edits and the new role kept.
+    (lanes / "research_curator.toml").write_bytes(stale["research_curator.toml"])
+    _edit(ws, "research_curator", "lease_ttl_seconds = 600.0", "lease_ttl_seconds = 900.0")
+    _edit(ws, "research_curator", "max_attempts = 3", "max_attempts = 4")
+    (ws / ".loopx" / "lanes-synced.json").write_text(json.dumps(
+        {**stale_synced, "research_curator": in_force["research_curator"]}))
+    pulled = run(ws, "lanes", "pull", "--json")
+    assert pulled.exit_code == 0, pulled.stdout
+    assert json.loads(pulled.stdout) == {
+        "written": ["evaluator_promoter", "research_executor"],
+        "pending": ["product_narrator", "research_curator"],
+        "current": ["hypothesis_proposer"]}
+    assert "max_attempts = 5" in (lanes / "research_executor.toml").read_text()
+    assert (lanes / "stargazer.toml").read_bytes() == files["stargazer.toml"]
+    assert (lanes / "product_narrator.toml").read_bytes() == files["product_narrator.toml"]
+    shown = {p["role"]: p["seq"] for p in json.loads(run(ws, "lanes", "show", "--json").stdout)
+             ["profiles"]}
+    assert _synced(ws) == shown
+    # The pending edits apply on top of the other host's; the written files record nothing.
+    stargazer = lanes / "stargazer.toml"
+    stargazer.unlink()
+    done = json.loads(run(ws, "lanes", "apply", "--json", token=owner(ws)).stdout)
+    assert [r["role"] for r in done["recorded"]] == ["product_narrator", "research_curator"]
+
+    # --force drops edits: a broken file and an edit of an unknown base are rewritten.
+    (lanes / "hypothesis_proposer.toml").write_text("max_attempts = [")
+    synced = _synced(ws)
+    del synced["research_executor"]
+    (ws / ".loopx" / "lanes-synced.json").write_text(json.dumps(synced))
+    _edit(ws, "research_executor", "max_attempts = 5", "max_attempts = 6")
+    assert run(ws, "lanes", "pull").exit_code == 4
+    forced = json.loads(run(ws, "lanes", "pull", "--force", "--json").stdout)
+    assert forced["written"] == ["hypothesis_proposer", "research_executor"]
+    assert run(ws, "status", "--json").stdout.count("toml") == 0  # nothing differs from the log
+
+
+def test_profile_files_written_from_the_log_read_back_the_same() -> None:
+    from loopx.kernel.errors import RecordRejected
+    from loopx.work.profiles import (
+        normal_profile,
+        packaged_profiles,
+        parse_profile,
+        profile_toml,
+    )
+
+    for name, data in packaged_profiles().items():
+        profile = parse_profile(name, data)
+        assert parse_profile(name, profile_toml({**profile, "seq": 4}, 4).encode()) == profile
+    profile = parse_profile("research_executor.toml",
+                            packaged_profiles()["research_executor.toml"])
+    profile["summary"] = 'quotes " and \\ backslash, tab\t, DEL \x7f, é, a "key"'
+    profile["write_scope"]["finding_v0"] = ["add"]
+    profile["successor_todos"].append({
+        "rule_id": "odd", "after_action": "run_dev_eval", "conditions": ["not attempt_scored"],
+        "when": [{"path": "a.b-c", "op": "eq", "value": {"k y": [1, 2.5, True, "z"]}},
+                 {"path": "n", "op": "exists"}],
+        "target_role": "research_executor", "action_kind": "retry_attempt",
+        "title": "multi\nline", "assign_to_completer": True, "priority": -3})
+    read = parse_profile("research_executor.toml", profile_toml({**profile, "seq": 9}, 9).encode())
+    assert read == normal_profile(profile) and read["summary"] == profile["summary"]
+    assert read["successor_todos"][-1]["when"][0]["value"] == {"k y": [1, 2.5, True, "z"]}
+    # A null inside a condition's value has no TOML form: refused, not written as something else.
+    profile["successor_todos"][-1]["when"][0]["value"] = {"k": None}
+    with pytest.raises(RecordRejected, match="cannot be written as TOML"):
+        profile_toml({**profile, "seq": 9}, 9)

@@ -866,7 +866,13 @@ def test_a_second_host_joins_the_campaign_with_one_command(pg_url: str,
                       "store": json.loads(made.stdout)["store"], "joined": True, "resumed": False}
     assert _password(pg_url) not in joined.stdout + (second / ".loopx" / "workspace.json"
                                                      ).read_text()
-    assert list((second / ".loopx" / "lanes").iterdir()) == []  # the profiles are in the log
+    # The profiles in force, as files to edit, each noted as based on its record.
+    in_force = {p["role"]: p for p in json.loads(
+        _cli("lanes", "show", "--json", cwd=second, env=env).stdout)["profiles"]}
+    lanes = second / ".loopx" / "lanes"
+    assert sorted(f.stem for f in lanes.iterdir()) == sorted(in_force)
+    assert json.loads((second / ".loopx" / "lanes-synced.json").read_text()) == {
+        role: p["seq"] for role, p in in_force.items()}
     again = _cli("init", "--store", pg_url, "--join", "--json", cwd=second, env=env)
     assert again.returncode == 3  # already a workspace here
     add = ["todo", "add", "--role", "research_executor", "--action", "run_dev_eval", "--title",
@@ -882,6 +888,34 @@ def test_a_second_host_joins_the_campaign_with_one_command(pg_url: str,
     # The first host's init now points a second init at --join.
     clash = _cli("init", "--goal-id", "joint", "--store", pg_url, "--json", cwd=stray, env=env)
     assert clash.returncode == 3 and "--join" in json.loads(clash.stdout)["hint"]
+
+    # Profiles edited on both hosts. The first changes the executor's; the second, whose
+    # executor file is now behind, edits the curator's: its apply would undo the first's change,
+    # so it is refused; `lanes pull` brings the unedited file up and keeps the edit.
+    owner = {**env, "LOOPX_TOKEN": token}
+
+    def edit(where: Path, role: str, old: str, new: str) -> None:
+        path = where / ".loopx" / "lanes" / f"{role}.toml"
+        assert old in path.read_text()
+        path.write_text(path.read_text().replace(old, new))
+
+    edit(first, "research_executor", "max_attempts = 3", "max_attempts = 5")
+    assert _cli("lanes", "apply", cwd=first, env=owner).returncode == 0
+    edit(second, "research_curator", "lease_ttl_seconds = 600.0", "lease_ttl_seconds = 1200.0")
+    refused = _cli("lanes", "apply", "--json", cwd=second, env=owner)
+    assert refused.returncode == 4 and "research_executor" in json.loads(refused.stdout)["message"]
+    assert "loopx lanes pull" in json.loads(refused.stdout)["hint"]
+    pulled = _cli("lanes", "pull", "--json", cwd=second, env=env)
+    assert pulled.returncode == 0, pulled.stdout + pulled.stderr
+    assert json.loads(pulled.stdout) == {
+        "written": ["research_executor"], "pending": ["research_curator"],
+        "current": ["evaluator_promoter", "hypothesis_proposer", "product_narrator"]}
+    applied = _cli("lanes", "apply", "--json", cwd=second, env=owner)
+    assert [r["role"] for r in json.loads(applied.stdout)["recorded"]] == ["research_curator"]
+    shown = {p["role"]: p for p in json.loads(
+        _cli("lanes", "show", "--json", cwd=first, env=env).stdout)["profiles"]}
+    assert shown["research_executor"]["max_attempts"] == 5
+    assert shown["research_curator"]["lease_ttl_seconds"] == 1200.0
 
 
 def test_two_moves_at_once_switch_to_one_log_only(pg_url: str, tmp_path: Path,

@@ -21,6 +21,7 @@ from loopx.cli.app import (
     with_agent,
     with_json,
     with_token,
+    workspace_of,
 )
 from loopx.cli.direct import credentials
 from loopx.kernel.errors import UsageProblem
@@ -328,7 +329,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
 
 @cli.group()
 def lanes() -> None:
-    """Role profiles: show those in force, apply edits made in .loopx/lanes/."""
+    """Role profiles: show those in force, apply edits made in .loopx/lanes/, pull the log's."""
 
 
 @lanes.command("show")
@@ -361,3 +362,19 @@ def lanes_apply(ctx: click.Context, force: bool, token_file: Path | None,
     emit(as_json, out, f"recorded: {recorded}")
 
 
+
+
+@lanes.command("pull")
+@click.option("--force", is_flag=True,
+              help="Also rewrite files holding edits not applied, dropping those edits.")
+@with_json
+def lanes_pull(ctx: click.Context, force: bool, as_json: bool) -> None:
+    """Write the profiles in force into .loopx/lanes/ (files edited here are left alone)."""
+    from loopx.workspace.lane_files import pull_profiles
+
+    out = pull_profiles(workspace_of(ctx), force=force)
+    lines = [f"written: {', '.join(out['written']) or 'none'}"]
+    if out["pending"]:
+        lines.append("edited here, not applied (left as they are; `loopx lanes apply` records "
+                     f"them): {', '.join(out['pending'])}")
+    emit(as_json, out, "\n".join(lines))

@@ -202,14 +202,12 @@ def lanes_apply(ctx: ToolContext, p: Apply) -> dict[str, Any]:
     wdir = ctx.workspace.dir
     synced = read_synced(wdir)
     profiles = load_profiles(ctx.workspace.lanes_dir)
-    records = record_profiles(ctx.ledger, ctx.credentials(),
-                              {f"{role}.toml": p for role, p in profiles.items()},
-                              based_on=None if p.force else synced)
-    in_force = ctx.ledger.state()["lanes"]["profiles"]
+    done = record_profiles(ctx.ledger, ctx.credentials(),
+                           {f"{role}.toml": p for role, p in profiles.items()},
+                           based_on=None if p.force else synced)
     try:
-        write_synced(wdir, {**(synced or {}),
-                            **{role: in_force[role]["seq"] for role in profiles}})
+        write_synced(wdir, {**(synced or {}), **done.synced})
     except OSError:
         pass  # recorded all the same; a stale base can only refuse a later edit (see --force)
-    return {"recorded": [{"role": r["payload"]["role"], "seq": r["seq"]} for r in records],
-            "unchanged": sorted(set(profiles) - {r["payload"]["role"] for r in records})}
+    return {"recorded": [{"role": r["payload"]["role"], "seq": r["seq"]} for r in done.records],
+            "unchanged": sorted(set(profiles) - {r["payload"]["role"] for r in done.records})}

@@ -7,6 +7,9 @@ function of the log and an agent cannot widen its scope by editing a file.
 
 from __future__ import annotations
 
+import json
+import math
+import re
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -47,6 +50,74 @@ def parse_profile(name: str, data: bytes) -> dict[str, Any]:
                                            f"is {profile.role!r}; the file must be {profile.role}.toml")],
                              context="profile")
     return profile.model_dump(mode="json")
+
+
+def profile_toml(recorded: dict[str, Any], seq: int) -> str:
+    """The profile file for the profile recorded at ``seq``: TOML that :func:`parse_profile`
+    reads back to exactly that profile.
+
+    Raises:
+        RecordRejected: the profile holds a value TOML cannot write (a null inside a rule's
+            ``when`` value); nothing is returned.
+    """
+    profile = normal_profile(recorded)
+    name = f"{profile['role']}.toml"
+    try:
+        text = _profile_text(profile, seq)
+        same = parse_profile(name, text.encode("utf-8")) == profile
+    except (_Unwritable, UnicodeEncodeError, RecordRejected):
+        same = False
+    if not same:
+        raise RecordRejected([FieldProblem(name, f"the profile recorded at seq {seq} cannot be "
+                                                 "written as TOML that reads back the same")],
+                             context="profile")
+    return text
+
+
+def _profile_text(profile: dict[str, Any], seq: int) -> str:
+    # Keys left out where null: a missing key reads back as its default (null), and a null a
+    # value meant is caught by the read-back in profile_toml.
+    tables = {"write_scope", "successor_todos"}
+    lines = [f"# Role profile {profile['role']}, as recorded in the log at seq {seq} (written by",
+             "# `loopx lanes pull`). Edit it and run `loopx lanes apply` (owner token).",
+             *_pairs({k: v for k, v in profile.items() if k not in tables}),
+             "", "[write_scope]", *_pairs(profile["write_scope"])]
+    for rule in profile["successor_todos"]:
+        lines += ["", "[[successor_todos]]", *_pairs(rule)]
+    return "\n".join(lines) + "\n"
+
+
+def _pairs(table: dict[str, Any]) -> list[str]:
+    return [f"{_key(k)} = {_value(v)}" for k, v in table.items() if v is not None]
+
+
+class _Unwritable(ValueError):
+    """A value with no TOML form (null)."""
+
+
+def _key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _string(key)
+
+
+def _string(text: str) -> str:
+    # A JSON string is a TOML basic string, but for DEL, which TOML wants escaped.
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def _value(value: Any) -> str:
+    if value is None:
+        raise _Unwritable("null")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else str(value)  # inf, -inf, nan
+    if isinstance(value, str):
+        return _string(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_value(v) for v in value) + "]"
+    return "{ " + ", ".join(_pairs(value)) + " }"
 
 
 def load_profiles(directory: Path) -> dict[str, dict[str, Any]]:

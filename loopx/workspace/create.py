@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +13,7 @@ from loopx import __version__
 from loopx.kernel.errors import (
     ConflictError,
     FieldProblem,
+    LoopxError,
     NotFound,
     RecordRejected,
     StorageError,
@@ -41,6 +43,7 @@ from loopx.workspace.files import (
     write_settings,
     write_synced,
 )
+from loopx.workspace.lane_files import pull_profiles
 
 if TYPE_CHECKING:
     from loopx.kernel.identity import Credentials, Identity
@@ -223,16 +226,26 @@ def join_workspace(root: Path, store: str, *, goal_id: str | None = None,
     if goal_id is not None and goal_id != goal:
         raise WorkspaceError(f"{recorded} is the log of goal {goal!r}, not {goal_id!r}; nothing "
                              "was created", hint="drop --goal-id, or fix the URL's ?log= name")
+    workspace = Workspace(root, store_location=recorded)
     try:
-        (wdir / "lanes").mkdir(parents=True, exist_ok=True)
+        wdir.mkdir(parents=True, exist_ok=True)
         write_atomic(wdir / ".gitignore", GITIGNORE)
         write_settings(wdir, {"format_version": FORMAT_VERSION, "store": recorded,
                               "contract_scopes": scopes})
+        # The profiles in force as files to edit, each noted as based on its record (a join
+        # killed before this leaves a usable workspace: `loopx lanes pull` writes them).
+        with PostgresStore(location) as log:  # the URL given: it may carry the password
+            pull_profiles(workspace, ledger=Ledger(log))
     except OSError as exc:
         raise StorageError.from_os(exc, "write", path=exc.filename or root,
                                    outcome=undo_init(wdir, existed)) from None
+    except StorageError as exc:
+        raise exc.with_outcome(undo_init(wdir, existed)) from None
+    except LoopxError:
+        undo_init(wdir, existed)
+        raise
     _agents_section(root)
-    return Workspace(root, store_location=recorded), goal
+    return workspace, goal
 
 
 def _fresh_directory(root: Path, *, resume: bool = False
@@ -377,14 +390,22 @@ def _check_contract_scopes(scopes: list[str] | None) -> list[str]:
         raise RecordRejected([FieldProblem("contract_scopes", str(exc))]) from None
 
 
+@dataclass(frozen=True)
+class ProfilesRecorded:
+    """What :func:`record_profiles` wrote, and, for every profile it was given, the seq of the
+    profile record that profile equals now (its own record, or the one already in force)."""
+
+    records: list[dict[str, Any]]
+    synced: dict[str, int]
+
+
 def record_profiles(ledger: Ledger, creds: Credentials,
                     profiles: dict[str, dict[str, Any]],
-                    based_on: dict[str, int] | None = None) -> list[dict[str, Any]]:
+                    based_on: dict[str, int] | None = None) -> ProfilesRecorded:
     """Record the profiles that differ from those in force, as one owner batch.
 
     ``based_on`` (role -> seq) names the profile record each one was edited from: a profile
-    whose role has had another record since is refused rather than recorded over it. Returns
-    the records written (none when nothing changed).
+    whose role has had another record since is refused rather than recorded over it.
 
     Raises:
         ConflictError: a profile would undo one recorded after the version it was based on.
@@ -393,13 +414,20 @@ def record_profiles(ledger: Ledger, creds: Credentials,
     """
     from loopx.work.profiles import check_references, normal_profile
 
+    # The records in force that the unchanged profiles equal, read in the locked step: read
+    # after the write, another host's record landing in between would be taken for one.
+    equal_to: dict[str, int] = {}
+
     def plan(lanes: LaneState, who: Identity, now: str) -> list[dict[str, Any]]:
         current = {role: normal_profile(p) for role, p in lanes["profiles"].items()}
         check_references({p["role"]: p for p in profiles.values()}, set(current))
         changed = [p for p in profiles.values() if current.get(p["role"]) != p]
+        in_force = {role: p["seq"] for role, p in lanes["profiles"].items()}
+        equal_to.clear()
+        equal_to.update({p["role"]: in_force[p["role"]] for p in profiles.values()
+                         if current.get(p["role"]) == p})
         if not changed:
             return []
-        in_force = {role: p["seq"] for role, p in lanes["profiles"].items()}
         overtaken = [(p["role"], based_on[p["role"]], in_force[p["role"]]) for p in changed
                      if based_on and p["role"] in based_on and p["role"] in in_force
                      and in_force[p["role"]] != based_on[p["role"]]]
@@ -410,10 +438,13 @@ def record_profiles(ledger: Ledger, creds: Credentials,
                 "host?): " + "; ".join(f"{role} (the file is based on seq {base}; the profile "
                                        f"in force was recorded at seq {seq})"
                                        for role, base, seq in overtaken),
-                hint="bring each file up to date with the profile in force (`loopx lanes show "
-                     "--json`, or the applying host's file) and apply again, or apply with "
-                     "--force to record these files over it")
+                hint="run `loopx lanes pull`, which brings the files not edited here up to "
+                     "the log (an edit made on an older version it leaves for you to redo on "
+                     "the one in force, `loopx lanes show --json`), and apply again; or apply "
+                     "with --force to record these files over it")
         return ledger.prepare([{"schema_version": "lane_profile_v0", "payload": p}
                                for p in sorted(changed, key=lambda p: p["role"])], who)
 
-    return ledger.write(creds, plan)
+    records = ledger.write(creds, plan)
+    return ProfilesRecorded(records, {**equal_to, **{r["payload"]["role"]: r["seq"]
+                                                      for r in records}})
