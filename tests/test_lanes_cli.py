@@ -308,7 +308,8 @@ def test_an_apply_notes_the_bases_of_the_locked_step_not_what_landed_after_it(
 def test_lanes_pull_brings_unedited_files_up_and_never_drops_an_edit(ws: Path) -> None:
     lanes = ws / ".loopx" / "lanes"
     assert json.loads(run(ws, "lanes", "pull", "--json").stdout) == {
-        "written": [], "pending": [], "current": sorted(p.stem for p in lanes.glob("*.toml"))}
+        "written": [], "pending": [], "unwritable": [],
+        "current": sorted(p.stem for p in lanes.glob("*.toml"))}
     stale = {p.name: p.read_bytes() for p in lanes.glob("*.toml")}
     stale_synced = _synced(ws)
     # Another host's changes, recorded here: executor and curator move on.
@@ -349,7 +350,7 @@ def test_lanes_pull_brings_unedited_files_up_and_never_drops_an_edit(ws: Path) -
     assert json.loads(pulled.stdout) == {
         "written": ["evaluator_promoter", "research_executor"],
         "pending": ["product_narrator", "research_curator"],
-        "current": ["hypothesis_proposer"]}
+        "current": ["hypothesis_proposer"], "unwritable": []}
     assert "max_attempts = 5" in (lanes / "research_executor.toml").read_text()
     assert (lanes / "stargazer.toml").read_bytes() == files["stargazer.toml"]
     assert (lanes / "product_narrator.toml").read_bytes() == files["product_narrator.toml"]
@@ -403,3 +404,31 @@ def test_profile_files_written_from_the_log_read_back_the_same() -> None:
     profile["successor_todos"][-1]["when"][0]["value"] = {"k": None}
     with pytest.raises(RecordRejected, match="cannot be written as TOML"):
         profile_toml({**profile, "seq": 9}, 9)
+
+
+def test_a_profile_toml_cannot_express_is_left_out_of_a_pull_not_the_others(ws: Path) -> None:
+    from loopx.kernel.checks import Credentials
+    from loopx.work.profiles import packaged_profiles, parse_profile
+    from loopx.workspace import find_workspace, record_profiles
+
+    # Recorded through the API (a file could not hold it): a rule testing a nested null.
+    name = "research_executor.toml"
+    profile = parse_profile(name, packaged_profiles()[name])
+    profile["successor_todos"][0]["when"] = [{"path": "a", "op": "eq", "value": [None]}]
+    ledger = find_workspace(ws).ledger()
+    try:
+        seq = record_profiles(ledger, Credentials("owner", owner(ws)), {name: profile}
+                              ).records[0]["seq"]
+    finally:
+        ledger.store.close()
+    lanes = ws / ".loopx" / "lanes"
+    for path in lanes.glob("*.toml"):
+        path.unlink()
+    out = run(ws, "lanes", "pull", "--json")
+    assert out.exit_code == 0, out.stdout
+    pulled = json.loads(out.stdout)
+    assert [u["role"] for u in pulled["unwritable"]] == ["research_executor"]
+    assert f"seq {seq} cannot be written as TOML" in pulled["unwritable"][0]["problem"]
+    assert len(pulled["written"]) == 4 and not (lanes / name).exists()
+    assert "research_executor" not in _synced(ws) or _synced(ws)["research_executor"] != seq
+    assert "not written: research_executor" in run(ws, "lanes", "pull").stdout

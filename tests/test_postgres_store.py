@@ -908,7 +908,7 @@ def test_a_second_host_joins_the_campaign_with_one_command(pg_url: str,
     pulled = _cli("lanes", "pull", "--json", cwd=second, env=env)
     assert pulled.returncode == 0, pulled.stdout + pulled.stderr
     assert json.loads(pulled.stdout) == {
-        "written": ["research_executor"], "pending": ["research_curator"],
+        "written": ["research_executor"], "pending": ["research_curator"], "unwritable": [],
         "current": ["evaluator_promoter", "hypothesis_proposer", "product_narrator"]}
     applied = _cli("lanes", "apply", "--json", cwd=second, env=owner)
     assert [r["role"] for r in json.loads(applied.stdout)["recorded"]] == ["research_curator"]

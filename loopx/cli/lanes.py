@@ -377,4 +377,5 @@ def lanes_pull(ctx: click.Context, force: bool, as_json: bool) -> None:
     if out["pending"]:
         lines.append("edited here, not applied (left as they are; `loopx lanes apply` records "
                      f"them): {', '.join(out['pending'])}")
+    lines += [f"not written: {u['role']}: {u['problem']}" for u in out["unwritable"]]
     emit(as_json, out, "\n".join(lines))

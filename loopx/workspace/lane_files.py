@@ -27,13 +27,12 @@ EDITED_BEHIND = "edited_behind"  # edited from an older record, or from one nobo
 def pull_profiles(workspace: Workspace, *, force: bool = False,
                   ledger: Ledger | None = None) -> dict[str, Any]:
     """Write the profiles in force into ``.loopx/lanes/`` where no edit made here is lost, and
-    note each file's base. Reads the workspace's log, or ``ledger``'s. Returns what ``loopx
-    lanes pull --json`` prints.
+    note each file's base. Reads the workspace's log, or ``ledger``'s. A profile TOML cannot
+    express is left out (``unwritable``). Returns what ``loopx lanes pull --json`` prints.
 
     Raises:
         ConflictError: a file was edited from an older profile than the one in force, or its
             base is unknown (``force`` rewrites it, dropping the edit); nothing written.
-        RecordRejected: a profile in force cannot be written as TOML; nothing written.
         StorageError: a file could not be written.
     """
     from loopx.work.profiles import profile_toml
@@ -62,14 +61,21 @@ def pull_profiles(workspace: Workspace, *, force: bool = False,
                  "with --force to rewrite the files from the log, dropping the edits")
     rewrite = [role for role, v in verdicts.items()
                if v == WRITTEN or (force and v in (EDITED_BEHIND, PENDING))]
-    texts = {role: profile_toml(in_force[role], in_force[role]["seq"]) for role in rewrite}
+    texts: dict[str, str] = {}
+    unwritable: dict[str, str] = {}  # one such profile must not keep the others from a host
+    for role in rewrite:
+        try:
+            texts[role] = profile_toml(in_force[role], in_force[role]["seq"])
+        except RecordRejected as exc:
+            unwritable[role] = exc.problems[0].problem
     try:
         lanes_dir.mkdir(exist_ok=True)
         for role, text in texts.items():
             write_atomic(lanes_dir / f"{role}.toml", text)
         # Every file of a role in force is now based on the record in force: rewritten from
         # it, equal to it, or (pending) edited from it already.
-        write_synced(wdir, {**synced, **{role: p["seq"] for role, p in in_force.items()}})
+        write_synced(wdir, {**synced, **{role: p["seq"] for role, p in in_force.items()
+                                         if role not in unwritable}})
     except OSError as exc:
         # The bases are written last: files rewritten before a failure equal the log, and
         # pulling again finishes.
@@ -78,7 +84,9 @@ def pull_profiles(workspace: Workspace, *, force: bool = False,
     return {"written": sorted(texts),
             "current": sorted(role for role, v in verdicts.items() if v == CURRENT),
             "pending": sorted(role for role, v in verdicts.items()
-                              if v == PENDING and role not in texts)}
+                              if v == PENDING and role not in texts),
+            "unwritable": [{"role": role, "problem": why}
+                           for role, why in sorted(unwritable.items())]}
 
 
 def _verdict(ledger: Ledger, path: Path, profile: dict[str, Any], base: int | None) -> str:
