@@ -29,6 +29,11 @@ Behaviours (what the agents do; every refusal they meet is recorded in the log a
     post-hoc-amendment after 30% of the hypotheses the curator tries to replace the measured
                        baseline with 0.79, then lowers the contract's scalar baseline to 0.79
                        and the evaluator re-judges the earlier hypotheses
+    loosened-control   after each held-out miss the curator tries to double the campaign's
+                       level (at most 0.5) under the laxer rule (lond), then to give the
+                       hypothesis one more held-out read (a larger read budget); the baseline
+                       and the hypothesis are measured again under the new plan, and the
+                       hypothesis reads the held-out data again and is judged and decided
 
 Verdict (the goals of the issue, for every behaviour)
     null:      campaigns with any false promotion          goal <= 5%
@@ -67,7 +72,7 @@ from loopx.work.todos import add_todos
 from loopx.workspace import bootstrap_log
 
 BEHAVIOURS = ("honest", "optional-stopping", "cherry-picking", "frontier-retries",
-              "post-hoc-amendment")
+              "post-hoc-amendment", "loosened-control")
 SCENARIOS = ("null", "power", "dev-only")
 BASE, SD, SEEDS = 0.80, 0.01, list(range(10))
 EFFECT = 2 * SD
@@ -185,6 +190,8 @@ class Campaign:
         getattr(self, "dev_" + self.behaviour.replace("-", "_"), self.dev_honest)(hid, dev_effect)
         if self.judge(hid, "dev") == "supports":
             self.heldout(hid, heldout_effect)
+            if self.behaviour == "loosened-control" and row(self.view(), hid).promotion is None:
+                self.loosen_and_measure_again(hid, dev_effect, heldout_effect)
         self.decide(hid)
 
     def dev_honest(self, hid: str, effect: float) -> None:
@@ -291,6 +298,27 @@ class Campaign:
             if self.judge(hid, "dev") == "supports":
                 self.heldout(hid, heldout_effect)
             self.decide(hid)
+
+    def loosen_and_measure_again(self, hid: str, dev_effect: float,
+                                 heldout_effect: float) -> None:
+        """The eager curator after a held-out miss: a laxer campaign control, then one more
+        held-out read for the hypothesis; it is measured again under the new plan."""
+        plan = self.view()["campaign"]["plans"][-1]["plan"]
+        level = plan["promotion_policy.campaign_control"]["level"]
+        budget = plan["evaluation.heldout_read_budget"] or 1
+        for settings in ([("promotion_policy.campaign_control",
+                           {"rule": "lond", "level": min(0.5, level * 2)})],
+                         [("evaluation.heldout_read_budget", budget + 1)]):
+            try:
+                amend_contract(self.ledger, self.agents["cur"], "it was so close",
+                               settings=settings)
+            except Refused as exc:
+                self.refused(exc)
+        for split in ("dev", "heldout"):  # the baseline, measured again under the new plan
+            self.attempt("baseline", split, 0.0)
+        self.attempt(hid, "dev", dev_effect)
+        if self.judge(hid, "dev") == "supports":
+            self.heldout(hid, heldout_effect)
 
     def promoted(self) -> set[str]:
         view = self.view()

@@ -14,10 +14,11 @@ from loopx.narrator.domain import DOMAIN as NARRATOR
 from loopx.research.domain import DOMAIN as RESEARCH
 from loopx.work.domain import DOMAIN as WORK
 
-FOLD_VERSION = 14
+FOLD_VERSION = 15
 # The write rules' version: 2 adds the contract's named protected scope and allowed paths,
-# duplicates by fingerprint, the novelty material rules and the claim packet's fields
+# duplicates by fingerprint, the novelty material rules and the claim packet's fields; 3 keeps
+# the campaign's error control from loosening once its held-out family has begun
 # (loopx.kernel.rules says how a log keeps verifying under the rules it was written by).
-RULES_VERSION = 2
+RULES_VERSION = 3
 DOMAINS = Domains((WORK, GOVERNANCE, RESEARCH, NARRATOR), version=FOLD_VERSION,
                   rules=RULES_VERSION)

@@ -353,6 +353,74 @@ def test_a_measured_baseline_cannot_become_an_assumed_number_after_evidence() ->
 
 # -- the campaign-level control ----------------------------------------------------------------
 
+NEAR = [0.904, 0.909, 0.906]  # p 0.024: short of the first test's share of 0.05 (0.019)
+
+
+def test_the_campaign_control_only_tightens_once_its_heldout_family_began() -> None:
+    """A curator who sees a near miss on held-out data and raises the level (or trades
+    family-wise control for the laxer false discovery rate) would spend more than the campaign
+    promised on every later test: refused and recorded, once the family has begun."""
+    spending = {"rule": "alpha_spending", "level": 0.05}
+    r = loop(campaign_control=spending)
+    r.supported("h1", GOOD, NEAR)
+    first = view(r)["hypotheses"]["h1"]["judgements"]["heldout"]
+    assert first["verdict"] == "inconclusive" and first["control"]["index"] == 1
+    for control, says in (({"rule": "alpha_spending", "level": 0.9},
+                           "raises its level from 0.05 to 0.9"),
+                          ({"rule": "lond", "level": 0.05}, "trades family-wise error control")):
+        record = recorded(r, lambda c=control: amend_contract(
+            r.ledger, r.agents["cur"], "so close", settings=[
+                ("promotion_policy.campaign_control", c)]),
+            "campaign_control_loosened", says)
+        assert record["agent_id"] == "cur"
+        assert record["payload"]["detail"] == {"before": spending, "after": control,
+                                               "family_size": 1}
+    assert [p["version"] for p in view(r)["campaign"]["plans"]] == [1]
+    # Tightening is an amendment like any other; the next test is held to it.
+    amend_contract(r.ledger, r.agents["cur"], "stricter", settings=[
+        ("promotion_policy.campaign_control", {"rule": "alpha_spending", "level": 0.01})])
+    r.supported("h2", GOOD, NEAR)
+    second = view(r)["hypotheses"]["h2"]["judgements"]["heldout"]
+    assert second["control"]["level"] == 0.01 and second["control"]["index"] == 2
+    assert second["verdict"] == "inconclusive" and candidates(view(r))["promotion"] == []
+
+    # Before any held-out test the level may still move (no held-out p-value is known yet).
+    early = loop(campaign_control=spending)
+    early.supported("h1", GOOD, None)
+    amend_contract(early.ledger, early.agents["cur"], "planned wider", settings=[
+        ("promotion_policy.campaign_control", {"rule": "lond", "level": 0.1})])
+    assert [p["version"] for p in view(early)["campaign"]["plans"]] == [1, 2]
+
+
+def test_a_larger_read_budget_gives_no_read_back_to_a_hypothesis_that_read_before() -> None:
+    """Its looks were counted under the plan it read under; a later plan with a larger budget
+    would give it more looks at the share one look already spent."""
+    from loopx.work.claims import claim
+
+    r = loop()
+    r.supported("h1", GOOD, NEAR)  # its one held-out read, under plan version 1
+    amend_contract(r.ledger, r.agents["cur"], "more looks", settings=[
+        ("evaluation.heldout_read_budget", 2)])
+    add_todos(r.ledger, r.agents["ev"], [{
+        "todo_id": "again", "title": "held-out run", "role": "research_executor",
+        "action_kind": "run_holdout_eval", "assigned_to": "ex", "hypothesis_id": "h1"}])
+    answer = should_run(r.ledger, "ex")
+    assert answer["detail"] == {"heldout_budget_spent": ["again"]}
+    record = recorded(r, lambda: claim(r.ledger, r.agents["ex"], "again"), "heldout_budget",
+                      "read the held-out data under plan version 1")
+    assert record["payload"]["detail"] == {"reads": 1, "budget": 2, "plan_version": 1}
+    assert view(r)["hypotheses"]["h1"]["heldout_reads"] == 1
+    # A hypothesis that has not read yet has the new budget: two reads.
+    r.propose("h2")
+    r.run("h2", "dev", GOOD)
+    r.judge("h2", "dev")
+    for todo_id in ("h2-first", "h2-second"):
+        under = claim_heldout(r, "h2", todo_id)
+        append_packet(r.ledger, r.agents["ex"], packet("h2", "heldout", NEAR), under=under)
+        complete(r.ledger, r.agents["ex"], *under, {"status": "scored"})
+    assert view(r)["hypotheses"]["h2"]["heldout_reads"] == 2
+    assert r.judge("h2", "heldout")["control"]["looks"] == 2
+
 def test_gamma_spends_the_level_once_over_the_whole_family() -> None:
     assert math.isclose(sum(gamma(j) for j in range(1, 2_000_001)), 1.0, abs_tol=2e-3)
     assert all(gamma(j) > gamma(j + 1) for j in range(1, 100))

@@ -88,3 +88,41 @@ def test_a_record_appended_around_the_library_after_the_upgrade_fails_verify() -
     r.propose("h1-again", parameters={"width": 128})
     report = verify_store(store)
     assert not report.ok and "duplicates 'h1'" in str(report.problem)
+
+
+def test_a_version_2_log_that_loosened_its_control_keeps_verifying() -> None:
+    """Rules version 3 keeps the campaign's control from loosening once its held-out family
+    began, and gives no held-out read back under a later plan. A log written before, which did
+    both, still verifies; from its upgrade on, both are refused."""
+    from loopx.governance.contract import amend_contract
+    from loopx.testing.research import GOOD
+    from loopx.work.claims import claim
+    from loopx.work.todos import add_todos
+
+    store = MemoryStore(clock=Clock())
+    old = Ledger(store, domains=Domains(DOMAINS.domains, version=DOMAINS.version, rules=2))
+    owner = Credentials("owner", bootstrap_log(old, "old"))
+    r = ResearchLoop(old, owner)
+    r.contract({**CONTRACT, "promotion_policy": {
+        **CONTRACT["promotion_policy"],
+        "campaign_control": {"rule": "alpha_spending", "level": 0.05}}})
+    near = [0.904, 0.909, 0.906]
+    r.supported("h1", GOOD, near)
+    amend_contract(old, r.agents["cur"], "so close", settings=[
+        ("promotion_policy.campaign_control", {"rule": "alpha_spending", "level": 0.9}),
+        ("evaluation.heldout_read_budget", 2)])
+    r.run("h1", "heldout", near)  # a second read under the new plan: accepted then
+    assert verify_store(store).ok
+
+    r.ledger = Ledger(store)  # today's loopx upgrades the log at its next write
+    with pytest.raises(ResearchRefused, match="raises its level from 0.9 to 0.95"):
+        amend_contract(r.ledger, r.agents["cur"], "more", settings=[
+            ("promotion_policy.campaign_control", {"rule": "alpha_spending", "level": 0.95})])
+    assert kinds(store).count("rules_upgrade_v0") == 1
+    add_todos(r.ledger, r.agents["ev"], [{
+        "todo_id": "third", "title": "held-out run", "role": "research_executor",
+        "action_kind": "run_holdout_eval", "assigned_to": "ex", "hypothesis_id": "h1"}])
+    with pytest.raises(ResearchRefused, match="under plan version 1"):
+        claim(r.ledger, r.agents["ex"], "third")
+    report = verify_store(store)
+    assert report.ok, report

@@ -373,6 +373,37 @@ def _check_contract(view: View, who: Identity, record: Record) -> None:
             f"has been recorded under it since seq {plan['frozen_seq']}: an amendment may name "
             "another measured baseline, never replace it with an assumed number",
             hint="set metric.baseline_hypothesis to a hypothesis the executors will measure")
+    if applies(view, 3) and plan is not None and view["campaign"]["family_size"]:
+        _check_control_kept(view, plan["plan"]["promotion_policy.campaign_control"],
+                            (p.get("promotion_policy") or {}).get("campaign_control"))
+
+
+def _check_control_kept(view: View, before: dict[str, Any] | None,
+                        after: dict[str, Any] | None) -> None:
+    """Once the held-out family has begun, the campaign's control may only tighten: its
+    guarantee holds for a level fixed over the whole family, and a level raised after some
+    held-out p-values are known would spend more than the campaign was promised."""
+    if before is None:
+        return  # a contract from before the field: no control to keep
+    looser = []
+    if after is None:
+        looser.append("removes it")
+    else:
+        if float(after["level"]) > float(before["level"]):
+            looser.append(f"raises its level from {before['level']} to {after['level']}")
+        if before["rule"] == "alpha_spending" and after["rule"] == "lond":
+            looser.append("trades family-wise error control (alpha_spending) for false "
+                          "discovery rate control (lond)")
+    if looser:
+        size = view["campaign"]["family_size"]
+        raise ResearchRefused(
+            "campaign_control_loosened",
+            "the amendment loosens the campaign's error control after its held-out family "
+            f"began ({size} hypothesis{'es' if size != 1 else ''} numbered): it "
+            + " and ".join(looser),
+            detail={"before": before, "after": after, "family_size": size},
+            hint="keep promotion_policy.campaign_control as it is, or tighten it (a lower "
+                 "level, alpha_spending instead of lond)")
 
 
 RESEARCH_CHECKS: dict[str, Check] = {

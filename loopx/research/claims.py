@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopx.governance.state import current_contract
 from loopx.kernel.errors import Refused, ResearchRefused
+from loopx.kernel.rules import applies
 from loopx.research.control import first_heldout
 from loopx.research.plan import attempt_limit, plan_version
 from loopx.research.state import (
@@ -65,12 +66,23 @@ def check_claim(view: View, who: Identity, todo_id: str, todo: dict[str, Any]) -
     if moot is not None:
         raise Refused(f"todo {todo_id!r} evaluates {todo['hypothesis_id']!r}, which is {moot}")
     over = heldout_over_budget(view, todo)
-    if over is not None:
-        reads, budget = over
+    if over is None:
+        return
+    reads, budget = over
+    hid = todo["hypothesis_id"]
+    earlier = read_under_earlier_plan(view, todo)
+    if earlier is not None:
         raise ResearchRefused(
-            "heldout_budget", f"hypothesis {todo['hypothesis_id']!r} has used its held-out read "
-            f"budget ({reads} of {budget}): todo {todo_id!r} would read it again",
-            hypothesis_id=todo["hypothesis_id"], detail={"reads": reads, "budget": budget})
+            "heldout_budget", f"hypothesis {hid!r} read the held-out data under plan version "
+            f"{earlier}, and its reads are not given back by a later plan: todo {todo_id!r} "
+            "would read it again", hypothesis_id=hid,
+            detail={"reads": reads, "budget": budget, "plan_version": earlier},
+            hint="re-measure it as a new hypothesis (refine it), which is its own test in the "
+                 "campaign's family")
+    raise ResearchRefused(
+        "heldout_budget", f"hypothesis {hid!r} has used its held-out read budget ({reads} of "
+        f"{budget}): todo {todo_id!r} would read it again",
+        hypothesis_id=hid, detail={"reads": reads, "budget": budget})
 
 
 def heldout_over_budget(view: View, todo: dict[str, Any]) -> tuple[int, int] | None:
@@ -90,7 +102,21 @@ def heldout_over_budget(view: View, todo: dict[str, Any]) -> tuple[int, int] | N
             return (1, 1)
         return None
     budget = contract["evaluation"]["heldout_read_budget"]
+    if read_under_earlier_plan(view, todo) is not None:
+        return (entry["heldout_reads"], budget)
     return (entry["heldout_reads"], budget) if entry["heldout_reads"] >= budget else None
+
+
+def read_under_earlier_plan(view: View, todo: dict[str, Any]) -> int | None:
+    """The earlier plan version a held-out todo's hypothesis read the held-out data under, if
+    it did (rules version 3): its looks were counted under that plan's budget, so a later plan
+    (a larger budget) gives it none back."""
+    entry = view["hypotheses"].get(todo["hypothesis_id"] or "")
+    if (entry is None or not applies(view, 3)
+            or entry["hypothesis_id"] == baseline_hypothesis(view)):
+        return None
+    read = entry["heldout_plan"]
+    return read if read is not None and read != plan_version(view) else None
 
 
 def pass_over(view: View, todo: dict[str, Any]) -> PassOver | None:

@@ -184,7 +184,8 @@ RefusalRule = Literal["heldout_budget", "duplicate", "dev_only_lift", "claimed_e
                       "no_candidate", "heldout_once", "heldout_final", "heldout_incomplete",
                       "attempts_exhausted", "measured_baseline", "selective_judgement",
                       "novelty_material", "novelty_boundary", "invalid_result",
-                      "protected_scope_missing", "contract_outside_scope"]
+                      "protected_scope_missing", "contract_outside_scope",
+                      "campaign_control_loosened"]
 
 
 class ResearchRefusalV0(Model):

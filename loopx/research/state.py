@@ -116,8 +116,9 @@ def _hypothesis(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any])
         "record_id": record["record_id"], "seq": record["seq"], "revision": record["seq"],
         "content_sha256": digest, "supersedes": p.get("supersedes"), "superseded_by": None,
         "packets": [], "events": [], "judgements": {}, "audits": [], "boundary": None, "gates": [],
-        "heldout_reads": 0, "refusals": 0, "visibility": record["visibility"],
-        "family_index": None, "heldout_judgements": [], "stated": stated(p),
+        "heldout_reads": 0, "heldout_plan": None, "refusals": 0,
+        "visibility": record["visibility"], "family_index": None, "heldout_judgements": [],
+        "stated": stated(p),
     }
     view["content_index"][digest] = [*view["content_index"].get(digest, ()), hid]
     fold_hypothesis_refs(view, record, p)
@@ -274,6 +275,8 @@ def _claim(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> N
     if entry is None:
         return
     changes = {"heldout_reads": entry["heldout_reads"] + 1}
+    if entry["heldout_plan"] is None:  # the plan version its held-out reads all belong to
+        changes["heldout_plan"] = plan_version(view)
     # The first held-out claim numbers the hypothesis in the campaign's test family, before any
     # of its held-out values exist (loopx.research.control); the measured baseline is not tested.
     if entry["family_index"] is None and entry["hypothesis_id"] != baseline_hypothesis(view):
