@@ -279,19 +279,24 @@ class Campaign:
         except Refused as exc:
             self.refused(exc)
 
+    def amend_and_remeasure(self, reason: str, amendments: list[list[tuple[str, Any]]]) -> None:
+        """The curator tries each amendment in turn (a refusal is counted); the baseline is then
+        measured again, as a new plan version needs."""
+        for settings in amendments:
+            try:
+                amend_contract(self.ledger, self.agents["cur"], reason, settings=settings)
+            except Refused as exc:
+                self.refused(exc)
+        for split in ("dev", "heldout"):
+            self.attempt("baseline", split, 0.0)
+
     def amend_after_the_fact(self, earlier: list[tuple[str, float, float]]) -> None:
         """The eager curator: drop the measured baseline for a lower number, then lower the
         scalar; the evaluator re-judges what came before, and has it run again."""
         lower = round(BASE - SD, 6)
-        for settings in ([("metric.baseline_hypothesis", None), ("metric.baseline", lower)],
-                         [("metric.baseline", lower)]):
-            try:
-                amend_contract(self.ledger, self.agents["cur"], "the baseline was too strict",
-                               settings=settings)
-            except Refused as exc:
-                self.refused(exc)
-        for split in ("dev", "heldout"):  # the baseline, measured again under the new plan
-            self.attempt("baseline", split, 0.0)
+        self.amend_and_remeasure("the baseline was too strict", [
+            [("metric.baseline_hypothesis", None), ("metric.baseline", lower)],
+            [("metric.baseline", lower)]])
         for hid, dev_effect, heldout_effect in earlier:
             if self.judge(hid, "dev") != "supports":
                 self.attempt(hid, "dev", dev_effect)
@@ -306,16 +311,10 @@ class Campaign:
         plan = self.view()["campaign"]["plans"][-1]["plan"]
         level = plan["promotion_policy.campaign_control"]["level"]
         budget = plan["evaluation.heldout_read_budget"] or 1
-        for settings in ([("promotion_policy.campaign_control",
-                           {"rule": "lond", "level": min(0.5, level * 2)})],
-                         [("evaluation.heldout_read_budget", budget + 1)]):
-            try:
-                amend_contract(self.ledger, self.agents["cur"], "it was so close",
-                               settings=settings)
-            except Refused as exc:
-                self.refused(exc)
-        for split in ("dev", "heldout"):  # the baseline, measured again under the new plan
-            self.attempt("baseline", split, 0.0)
+        looser = {"rule": "lond", "level": min(0.5, level * 2)}
+        self.amend_and_remeasure("it was so close", [
+            [("promotion_policy.campaign_control", looser)],
+            [("evaluation.heldout_read_budget", budget + 1)]])
         self.attempt(hid, "dev", dev_effect)
         if self.judge(hid, "dev") == "supports":
             self.heldout(hid, heldout_effect)
