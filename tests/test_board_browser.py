@@ -214,3 +214,53 @@ def test_on_a_narrow_screen_the_columns_stack_and_nothing_overflows(
             assert scroller["x"] + scroller["width"] <= width
         finally:
             page.close()
+
+
+def test_a_served_board_runs_its_reloader_under_its_policy_and_reloads_on_a_new_record(
+        browser: Any, tmp_path: Path) -> None:
+    """The served page's policy allows its one script (by hash) and nothing else: the page
+    loads without a violation, and when a record is appended it reloads itself at the new
+    head."""
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    from helpers import head_seq, research_workspace
+
+    from loopx.testing.research import CONTRACT
+    from loopx.workspace import find_workspace
+
+    root = tmp_path / "ws"
+    r = research_workspace(root, "served")
+    r.contract(CONTRACT)
+    r.propose("h1", title="Wider hidden layer")
+    r.ledger.store.close()
+    env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_TOKEN", "LOOPX_AGENT_ID")}
+    server = subprocess.Popen([sys.executable, "-m", "loopx.cli", "-C", str(root), "board",
+                               "--serve", "--port", "0", "--json"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    try:
+        url = json.loads(server.stdout.readline())["url"]
+        page.goto(url, wait_until="load")
+        seq = 'document.querySelector(\'meta[name="loopx-head-seq"]\').content'
+        assert page.evaluate(seq) == str(head_seq(root))
+        ledger = find_workspace(root).ledger()
+        r.ledger = ledger
+        with page.expect_navigation(timeout=30_000):
+            r.propose("h2", title="A newer idea")
+        ledger.store.close()
+        page.wait_for_load_state("load")
+        assert page.evaluate(seq) == str(head_seq(root))
+        assert "A newer idea" in page.content()
+        assert problems == []  # a policy violation is a console error
+    finally:
+        page.close()
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=30) == 0
+        server.stdout.close()
+        server.stderr.close()

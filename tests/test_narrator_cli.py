@@ -175,3 +175,81 @@ def test_board_serve_refreshes_as_the_log_grows(ws: dict[str, Any]) -> None:
         assert server.wait(timeout=30) == 0
         server.stdout.close()
         server.stderr.close()
+
+
+def _get(port: int, path: str, headers: dict[str, str]) -> tuple[int, dict[str, str], str]:
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.putrequest("GET", path, skip_host=True)
+        for name, value in headers.items():
+            conn.putheader(name, value)
+        conn.endheaders()
+        answer = conn.getresponse()
+        return answer.status, dict(answer.getheaders()), answer.read().decode()
+    finally:
+        conn.close()
+
+
+def test_board_serve_answers_its_own_page_only(ws: dict[str, Any]) -> None:
+    """A page on another site cannot read the served board: not by pointing its own name at
+    127.0.0.1 (DNS rebinding: the browser sends that name as Host), nor by asking from the
+    visitor's browser (its Origin); and the page the server does answer runs no script but its
+    reloader, whose hash the policy names."""
+    import base64
+    import hashlib
+
+    root = ws["root"]
+    env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_TOKEN", "LOOPX_AGENT_ID")}
+    server = subprocess.Popen([sys.executable, "-m", "loopx.cli", "-C", str(root), "board",
+                               "--serve", "--port", "0", "--json"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        port = int(json.loads(server.stdout.readline())["url"].rsplit(":", 1)[1].strip("/"))
+        own = f"127.0.0.1:{port}"
+        for path in ("/", "/head", "/head?after=0"):
+            for headers in ({"Host": f"attacker.example:{port}"}, {"Host": "127.0.0.1"},
+                            {"Host": f"localhost.attacker.example:{port}"}):
+                status, _, body = _get(port, path, headers)
+                assert status == 421, (path, headers)
+                assert "Wider hidden layer" not in body and "head_seq" not in body
+            for origin in ("http://attacker.example", "null", f"https://{own}"):
+                status, _, body = _get(port, path, {"Host": own, "Origin": origin})
+                assert status == 403, (path, origin)
+                assert "Wider hidden layer" not in body and "head_seq" not in body
+        status, _, _ = _get(port, "/head", {"Host": own, "Origin": f"http://{own}"})
+        assert status == 200  # the page's own fetch
+        for host in (own, f"localhost:{port}", f"LOCALHOST:{port}"):
+            status, headers, page = _get(port, "/", {"Host": host})
+            assert status == 200 and "Wider hidden layer" in page
+        assert headers["X-Content-Type-Options"] == "nosniff"
+        assert headers["X-Frame-Options"] == "DENY"
+        policy = headers["Content-Security-Policy"]
+        assert "default-src 'none'" in policy and "frame-ancestors 'none'" in policy
+        [script] = re.findall(r"<script>(.*?)</script>", page, re.S)
+        digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+        assert f"script-src 'sha256-{digest}'" in policy
+        assert "Content-Security-Policy" not in page  # the header's policy alone: it allows it
+        _, headers, _ = _get(port, "/head", {"Host": own})
+        assert headers["Content-Security-Policy"] == "default-src 'none'; frame-ancestors 'none'"
+    finally:
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=30) == 0
+        server.stdout.close()
+        server.stderr.close()
+
+
+def test_printed_and_published_pages_carry_a_policy_that_runs_no_script(
+        ws: dict[str, Any]) -> None:
+    root = ws["root"]
+    policy = ('<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+              "style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'\">")
+    board = loopx(root, "board")
+    story = loopx(root, "story", "--format", "html")
+    published = loopx(root, "board", "--out", str(ws["out"] / "b.html"), "--agent-id", "narr",
+                      token=ws["narr"])
+    assert board.returncode == story.returncode == published.returncode == 0, published.stderr
+    for page in (board.stdout, story.stdout, (ws["out"] / "b.html").read_text()):
+        head = page.split("</head>", 1)[0]
+        assert policy in head and "<script" not in page

@@ -6,10 +6,17 @@ script; a published board has none. The script asks ``/head?after=SEQ`` of the s
 which answers once the log's head passes SEQ (or after 25 s): the server waits on the store
 (NOTIFY on PostgreSQL, a cheap head check every 50 ms on files), so an idle board sends
 nothing to a PostgreSQL server. A log moved with ``loopx store copy --use`` is followed.
+
+Only this server's own page is answered: a request naming another host (a site whose name was
+pointed at 127.0.0.1, DNS rebinding) or sent from another site's page (its ``Origin``) is
+refused before anything is read, and every answer tells the browser to run no script but the
+reloader (``Content-Security-Policy`` with its hash), to frame it nowhere and to sniff nothing.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import signal
 import threading
@@ -21,17 +28,46 @@ from typing import TYPE_CHECKING
 from loopx.kernel.errors import LoopxError, WorkspaceError
 
 if TYPE_CHECKING:
+    from email.message import Message
+
     from loopx.workspace import Workspace
 
 POLL_MS = 2000  # the pause before asking again after an answer (or a failed request)
 LONG_POLL_SECONDS = 25.0  # how long one /head?after= request may wait for a new record
 
 
-def _reloader(head_seq: int) -> str:
-    return ("<script>(function(){var seen=%d;function poll(){fetch('/head?after='+seen,"
-            "{cache:'no-store'}).then(function(r){return r.json()}).then(function(h){"
-            "if(h.head_seq!==seen){location.reload()}}).catch(function(){}).finally(function(){"
-            "setTimeout(poll,%d)})}setTimeout(poll,%d)})();</script>" % (head_seq, 50, POLL_MS))
+# The served page's one script, the same on every page (so the policy can name its hash): it
+# reads the head the page shows from the page's meta tag.
+RELOADER = ("(function(){var seen=Number(document.querySelector('meta[name=\"loopx-head-seq\"]')"
+            ".content);function poll(){fetch('/head?after='+seen,{cache:'no-store'}).then("
+            "function(r){return r.json()}).then(function(h){if(h.head_seq!==seen){"
+            "location.reload()}}).catch(function(){}).finally(function(){setTimeout(poll,%d)})}"
+            "setTimeout(poll,%d)})();" % (50, POLL_MS))
+RELOADER_HASH = base64.b64encode(hashlib.sha256(RELOADER.encode()).digest()).decode()
+PAGE_POLICY = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+               f"script-src 'sha256-{RELOADER_HASH}'; connect-src 'self'; base-uri 'none'; "
+               "form-action 'none'; frame-ancestors 'none'")
+DATA_POLICY = "default-src 'none'; frame-ancestors 'none'"
+
+
+def _served_head(head_seq: int) -> str:
+    return (f'<meta name="loopx-head-seq" content="{head_seq}">'
+            f"<script>{RELOADER}</script>")
+
+
+def _foreign(headers: Message, port: int) -> tuple[int, str] | None:
+    """Why a request is not answered (status, text), or None: a Host that is not this server's
+    address, or an Origin that is not this server's page."""
+    hosts = {f"127.0.0.1:{port}", f"localhost:{port}"} | (
+        {"127.0.0.1", "localhost"} if port == 80 else set())
+    named = headers.get_all("Host") or []
+    if len(named) > 1 or (named and named[0].strip().lower() not in hosts):
+        return 421, (f"this board answers only at http://127.0.0.1:{port}/ (the request named "
+                     "another host)\n")
+    origin = headers.get("Origin")
+    if origin is not None and origin.strip().lower() not in {f"http://{h}" for h in hosts}:
+        return 403, "this board answers its own page only, not another site's\n"
+    return None
 
 
 class _Served:
@@ -70,6 +106,10 @@ def make_server(workspace: Workspace, host: str = "127.0.0.1", port: int = 0
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (the http.server API)
+            refused = _foreign(self.headers, self.server.server_address[1])
+            if refused is not None:
+                self._send(refused[0], "text/plain; charset=utf-8", refused[1])
+                return
             path, _, query = self.path.partition("?")
             after = _after(query)
             if path == "/head" and after is not None:
@@ -96,7 +136,7 @@ def make_server(workspace: Workspace, host: str = "127.0.0.1", port: int = 0
                     seq = served.ledger.state().seq
                     rendered = render(served.ledger, "board", "html",
                                       workspace_root=served.workspace.root,
-                                      extra_head=_reloader(seq))
+                                      served_head=_served_head(seq))
                 except LoopxError as exc:
                     if path == "/head":  # the page's script reads JSON, and retries
                         self._send(503, "application/json", json.dumps(exc.to_json()))
@@ -108,7 +148,7 @@ def make_server(workspace: Workspace, host: str = "127.0.0.1", port: int = 0
 
         def _withheld(self, title: str, why: str) -> None:
             body = (f"<!DOCTYPE html><meta charset=\"utf-8\"><title>{title}</title>"
-                    f"<pre>{escape(why)}</pre>{_reloader(-1)}")
+                    f"<pre>{escape(why)}</pre>{_served_head(-1)}")
             self._send(503, "text/html; charset=utf-8", body)
 
         def _send(self, status: int, kind: str, body: str) -> None:
@@ -117,6 +157,11 @@ def make_server(workspace: Workspace, host: str = "127.0.0.1", port: int = 0
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(data)))
             self.send_header("Cache-Control", "no-store")
+            self.send_header("Content-Security-Policy",
+                             PAGE_POLICY if kind.startswith("text/html") else DATA_POLICY)
+            self.send_header("X-Content-Type-Options", "nosniff")
+            self.send_header("X-Frame-Options", "DENY")
+            self.send_header("Referrer-Policy", "no-referrer")
             self.end_headers()
             self.wfile.write(data)
 

@@ -65,10 +65,18 @@ header.first p.headline{font-size:16px}}
 """
 
 
-def _page(title: str, body: list[str], extra_head: str = "") -> str:
+# A rendered page runs no script and loads nothing: the browser enforces it, so even text that
+# an escaping bug let through as markup could not act. (A served board replaces this policy with
+# its server's, which allows its one script: see loopx.cli.board_server.)
+PAGE_POLICY = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; "
+               "form-action 'none'")
+POLICY_META = f'<meta http-equiv="Content-Security-Policy" content="{PAGE_POLICY}">'
+
+
+def _page(title: str, body: list[str], head: str = POLICY_META) -> str:
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>{escape(title)}</title><style>{CSS}</style>{extra_head}</head>"
+            f"{head}<title>{escape(title)}</title><style>{CSS}</style></head>"
             "<body><main>" + "".join(body) + "</main></body></html>\n")
 
 
@@ -345,11 +353,12 @@ def render_story(doc: dict[str, Any]) -> str:
         _evidence(doc), _outcomes(doc), _columns(doc), _findings(doc), _risks(doc)])
 
 
-def render_board(doc: dict[str, Any], graph: dict[str, Any], extra_head: str = "") -> str:
+def render_board(doc: dict[str, Any], graph: dict[str, Any], head: str = POLICY_META) -> str:
     """The board: the first screen, the campaign's state, the candidate and next-action
     columns, a metric chart per hypothesis, the todos, the disclosure, the analysis plan, the
     research plan (when one was recorded), the graph picture, the frontier and the evidence each
-    card links to. Lists longer than ``board.LIMIT`` are cut, saying so."""
+    card links to. Lists longer than ``board.LIMIT`` are cut, saying so. ``head`` replaces the
+    page's script-free policy (a served board's own head)."""
     cut = board.bounded(doc)  # long lists cut, each saying so and where the rest are
     return _page(doc["first_screen"]["title"], [
         _first_screen(doc), board.status(doc), _columns(cut),
@@ -358,4 +367,4 @@ def render_board(doc: dict[str, Any], graph: dict[str, Any], extra_head: str = "
         board.noted(_graph({**cut, "hypotheses": cut["graph_hypotheses"]}, graph), cut, "graph"),
         _frontier(doc), board.noted(_outcomes(cut), cut, "outcomes"),
         board.noted(_evidence({**cut, "hypotheses": cut["evidence_hypotheses"]}), cut,
-                    "evidence"), _risks(doc)], extra_head)
+                    "evidence"), _risks(doc)], head)

@@ -84,8 +84,9 @@ def _screen(workspace_root: Path | None) -> Callable[[str], bool]:
 
 
 def render(ledger: Ledger, surface: str, fmt: str, *, workspace_root: Path | None = None,
-           extra_head: str = "") -> Rendered:
-    """Render the story (``md`` or ``html``) or the board (``html``) at the current head.
+           served_head: str | None = None) -> Rendered:
+    """Render the story (``md`` or ``html``) or the board (``html``) at the current head; a
+    served board's page carries ``served_head`` in place of the script-free policy.
 
     Raises:
         UsageProblem: an unknown surface or format; RedactionBlocked: listing every finding.
@@ -95,11 +96,11 @@ def render(ledger: Ledger, surface: str, fmt: str, *, workspace_root: Path | Non
                            f"{', '.join(FORMATS.get(surface, ())) or 'none'}")
     # The state, the story, the graph and the page hold no cycles (loopx.kernel.gc_pause).
     with paused_gc():
-        return _render(ledger, surface, fmt, workspace_root, extra_head)
+        return _render(ledger, surface, fmt, workspace_root, served_head)
 
 
 def _render(ledger: Ledger, surface: str, fmt: str, workspace_root: Path | None,
-            extra_head: str) -> Rendered:
+            served_head: str | None) -> Rendered:
     state = ledger.state()
     view = state["lanes"]
     rows = frontier(view)  # the story's and the graph's: computed once
@@ -113,7 +114,8 @@ def _render(ledger: Ledger, surface: str, fmt: str, workspace_root: Path | None,
 
         # The picture draws hypotheses and the records about them: no todos, contracts, ...
         graph = graph_json(view, state.seq, rows, evidence_only=True)
-        text = render_board(doc, graph, extra_head)
+        text = (render_board(doc, graph) if served_head is None
+                else render_board(doc, graph, served_head))
     elif fmt == "html":
         from loopx.narrator.html import render_story
 
