@@ -34,6 +34,10 @@ Behaviours (what the agents do; every refusal they meet is recorded in the log a
                        hypothesis one more held-out read (a larger read budget); the baseline
                        and the hypothesis are measured again under the new plan, and the
                        hypothesis reads the held-out data again and is judged and decided
+    weaker-baseline    a weaker model (``weak``, -2 sd) is proposed and run on dev beside the
+                       measured baseline; after the first held-out miss the curator tries to
+                       make it the measured baseline, and it is measured under the new plan
+                       (every later hypothesis would then be compared with it)
 
 Verdict (the goals of the issue, for every behaviour)
     null:      campaigns with any false promotion          goal <= 5%
@@ -72,10 +76,12 @@ from loopx.work.todos import add_todos
 from loopx.workspace import bootstrap_log
 
 BEHAVIOURS = ("honest", "optional-stopping", "cherry-picking", "frontier-retries",
-              "post-hoc-amendment", "loosened-control")
+              "post-hoc-amendment", "loosened-control", "weaker-baseline")
 SCENARIOS = ("null", "power", "dev-only")
 BASE, SD, SEEDS = 0.80, 0.01, list(range(10))
 EFFECT = 2 * SD
+# Each comparator the campaign may name, with its true effect against the real baseline.
+COMPARATORS = {"baseline": 0.0, "weak": -EFFECT}
 REAL_SHARE = 0.10
 RETRY_ROUNDS = 10
 
@@ -107,6 +113,7 @@ class Campaign:
         self.rng, self.behaviour = rng, behaviour
         self.refusals: Counter[str] = Counter()
         self.todo_no = 0
+        self.swapped = False
         self.measure_baseline()
 
     # -- the agents' primitive steps, each through the public API ---------------------------
@@ -171,6 +178,9 @@ class Campaign:
         self.loop.propose("baseline", mechanism="baseline")
         for split in ("dev", "heldout"):
             self.attempt("baseline", split, 0.0)
+        if self.behaviour == "weaker-baseline":
+            self.loop.propose("weak", mechanism="baseline", parameters={"size": "small"})
+            self.attempt("weak", "dev", COMPARATORS["weak"])
 
     def own_test_passes(self, values: list[float], split: str) -> bool:
         """What an eager executor computes for itself from the log before stopping."""
@@ -190,8 +200,13 @@ class Campaign:
         getattr(self, "dev_" + self.behaviour.replace("-", "_"), self.dev_honest)(hid, dev_effect)
         if self.judge(hid, "dev") == "supports":
             self.heldout(hid, heldout_effect)
-            if self.behaviour == "loosened-control" and row(self.view(), hid).promotion is None:
+            missed = row(self.view(), hid).promotion is None
+            if self.behaviour == "loosened-control" and missed:
                 self.loosen_and_measure_again(hid, dev_effect, heldout_effect)
+            elif self.behaviour == "weaker-baseline" and missed and not self.swapped:
+                self.swapped = True
+                self.amend_and_remeasure("the small model is the fairer comparison", [
+                    [("metric.baseline_hypothesis", "weak")]])
         self.decide(hid)
 
     def dev_honest(self, hid: str, effect: float) -> None:
@@ -280,15 +295,16 @@ class Campaign:
             self.refused(exc)
 
     def amend_and_remeasure(self, reason: str, amendments: list[list[tuple[str, Any]]]) -> None:
-        """The curator tries each amendment in turn (a refusal is counted); the baseline is then
-        measured again, as a new plan version needs."""
+        """The curator tries each amendment in turn (a refusal is counted); the baseline the
+        plan names is then measured again, as a new plan version needs."""
         for settings in amendments:
             try:
                 amend_contract(self.ledger, self.agents["cur"], reason, settings=settings)
             except Refused as exc:
                 self.refused(exc)
+        named = self.view()["campaign"]["plans"][-1]["plan"]["metric.baseline_hypothesis"]
         for split in ("dev", "heldout"):
-            self.attempt("baseline", split, 0.0)
+            self.attempt(named, split, COMPARATORS[named])
 
     def amend_after_the_fact(self, earlier: list[tuple[str, float, float]]) -> None:
         """The eager curator: drop the measured baseline for a lower number, then lower the

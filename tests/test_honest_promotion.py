@@ -91,7 +91,7 @@ def packet(hid: str, split: str, values: list[float], seeds: tuple[int, ...] = (
 
 # -- one held-out measurement per held-out claim ----------------------------------------------
 
-def test_measuring_again_under_one_heldout_claim_is_refused_and_recorded() -> None:
+def test_measuring_again_under_one_heldout_claim_is_recorded() -> None:
     r = loop()
     r.supported("h1", GOOD, None)
     under = claim_heldout(r, "h1", "ho")
@@ -161,7 +161,7 @@ def test_a_heldout_judgement_covers_every_heldout_packet_and_pays_for_each_look(
 
 # -- every packet counts ----------------------------------------------------------------------
 
-def test_choosing_which_packets_to_judge_is_refused_and_recorded() -> None:
+def test_choosing_which_packets_to_judge_is_recorded() -> None:
     r = loop(max_attempts=3)
     r.propose("h1")
     worse = r.run("h1", "dev", FLAT)
@@ -324,12 +324,18 @@ def test_the_plan_freezes_at_the_first_packet_and_an_amendment_opens_a_new_versi
     r.judge("h1", "dev")
     assert view(r)["hypotheses"]["h1"]["judgements"]["dev"]["verdict"] == "inconclusive"
     assert view(r)["campaign"]["plans"][0]["frozen_seq"] is not None
-    # The eager curator lowers the baseline after the evidence is in ...
-    amend_contract(r.ledger, r.agents["cur"], "the baseline was too strict",
-                   settings=[("metric.baseline", 0.8)])
+    # The eager curator cannot lower the baseline after the evidence is in (the comparison
+    # is fixed), but may loosen the dev screening's alpha ...
+    recorded(r, lambda: amend_contract(
+        r.ledger, r.agents["cur"], "the baseline was too strict",
+        settings=[("metric.baseline", 0.8)]), "comparison_changed",
+        r"the assumed metric.baseline from 0.9 to 0.8 \(it may only rise: maximize\)")
+    amend_contract(r.ledger, r.agents["cur"], "screen more widely",
+                   settings=[("promotion_policy.alpha", 0.5)])
     plans = view(r)["campaign"]["plans"]
     assert [p["version"] for p in plans] == [1, 2]
-    assert plans[1]["changes"] == [{"field": "metric.baseline", "before": 0.9, "after": 0.8}]
+    assert plans[1]["changes"] == [{"field": "promotion_policy.alpha", "before": 0.05,
+                                    "after": 0.5}]
     assert plans[1]["packets_before"] == 1
     # ... and re-judging would flip the verdict, but the old packets do not count any more.
     with pytest.raises(Refused, match="no scored packet with dev results under plan version 2"):
@@ -349,6 +355,55 @@ def test_a_measured_baseline_cannot_become_an_assumed_number_after_evidence() ->
         "measured_baseline", "never replace it with an assumed number")
     assert record["agent_id"] == "cur"
     assert view(r)["campaign"]["versions"][-1]["version"] == 1
+
+
+def test_the_comparison_is_fixed_once_anything_was_measured() -> None:
+    """A curator who sees the hypotheses fall short of the measured baseline and names a weaker
+    model as the baseline would have every later hypothesis "beat" it (bench/promotion_rule.py
+    --behaviours weaker-baseline: 59% of null campaigns with a false promotion before rules
+    version 4). Once evidence exists the metric, its direction and the baseline hypothesis are
+    fixed, and the minimum change only rises; each attempt is refused and recorded. Two steps
+    (any amendment opens an unfrozen plan version, then the change) do not get around it."""
+    r = loop(measured=True)
+    r.propose("base", mechanism="baseline")
+    r.propose("weak", mechanism="baseline", parameters={"size": "small"})
+    r.run("base", "dev", BASE)
+    r.run("weak", "dev", [0.879, 0.88, 0.881])
+    since = view(r)["campaign"]["plans"][0]["frozen_seq"]
+    cur = r.agents["cur"]
+    amend_contract(r.ledger, cur, "ten attempts", settings=[
+        ("promotion_policy.max_attempts", 10)])  # plan version 2, frozen at nothing yet
+    assert view(r)["campaign"]["plans"][-1]["frozen_seq"] is None
+    for settings, says in (
+            ([("metric.baseline_hypothesis", "weak")],
+             r"metric.baseline_hypothesis from 'base' to 'weak' \(fixed\)"),
+            ([("metric.baseline_hypothesis", None), ("metric.baseline", 0.5)],
+             "metric.baseline_hypothesis from 'base' to None"),
+            ([("metric.name", "loss")], "metric.name from 'acc' to 'loss'"),
+            ([("metric.direction", "minimize")], "metric.direction from 'maximize'")):
+        record = recorded(r, lambda s=settings: amend_contract(
+            r.ledger, cur, "a fairer comparison", settings=s), "comparison_changed", says)
+        assert record["payload"]["detail"]["evidence_since"] == since
+        assert record["payload"]["detail"]["changes"][0]["field"] == settings[0][0]
+    assert view(r)["campaign"]["plans"][-1]["plan"]["metric.baseline_hypothesis"] == "base"
+    # The minimum change only rises; an assumed baseline only moves against the hypotheses.
+    amend_contract(r.ledger, cur, "a meaningful lift", settings=[("metric.min_delta", 0.01)])
+    recorded(r, lambda: amend_contract(r.ledger, cur, "too strict", settings=[
+        ("metric.min_delta", 0.001)]), "comparison_changed",
+        r"metric.min_delta from 0.01 to 0.001 \(it may only rise\)")
+    assumed = loop()
+    assumed.supported("h1", GOOD, None)
+    amend_contract(assumed.ledger, assumed.agents["cur"], "stricter", settings=[
+        ("metric.baseline", 0.91)])
+    recorded(assumed, lambda: amend_contract(
+        assumed.ledger, assumed.agents["cur"], "back", settings=[("metric.baseline", 0.9)]),
+        "comparison_changed", "from 0.91 to 0.9")
+    # Before any evidence the comparison may still change: nothing was measured against it.
+    early = loop(measured=True)
+    early.propose("weak", mechanism="baseline", parameters={"size": "small"})
+    amend_contract(early.ledger, early.agents["cur"], "the small model", settings=[
+        ("metric.baseline_hypothesis", "weak"), ("metric.min_delta", 0.0)])
+    assert view(early)["campaign"]["plans"][-1]["plan"]["metric.baseline_hypothesis"] == "weak"
 
 
 # -- the campaign-level control ----------------------------------------------------------------

@@ -12,6 +12,8 @@ from helpers import git
 from lanes_support import campaign
 
 from loopx.governance.actions import decide_approval, pending_approvals
+from loopx.governance.contract import amend_contract
+from loopx.governance.state import current_contract
 from loopx.kernel.canonical import dumps
 from loopx.kernel.errors import Forbidden, LoopxError, Refused, ResearchRefused
 from loopx.kernel.verify import verify_store
@@ -461,6 +463,56 @@ def test_a_pinned_protected_commit_catches_a_base_cited_after_the_tampering(
     unpinned = protected_loop()
     run_both(unpinned, "h1", (tampered, evaluated), (tampered, evaluated))
     assert check_gate(unpinned.ledger, unpinned.agents["ev"], "h1", repo=repo)["passed"]
+
+
+def test_a_guardrail_that_stopped_a_hypothesis_is_not_moved_to_promote_it(repo: Path) -> None:
+    """The executor edits the evaluator and the boundary gate catches it. A curator who then
+    drops the gate, narrows the protected scope (and checks again), moves the pinned commit or
+    widens the editable scope would have it promoted (each did, before rules version 4): once
+    evidence exists, each is refused and recorded, and the hypothesis stays stopped."""
+    base = git(repo, "rev-parse", "HEAD")
+    tampered = commit(repo, "eval/score.py", "def score(): return 1.0\n", "make it easy")
+    c = campaign()
+    r = ResearchLoop(c.ledger, c.owner)
+    r.contract({**CONTRACT, "protected_scope": ["eval/"], "protected_commit": base,
+                "editable_scope": ["model.py", "eval/"],
+                "novelty_boundary": {"prior_art": [{"kind": "paper",
+                                                     "ref": "doi:10.1000/survey"}]},
+                "promotion_policy": {"required_gates": ["protected_boundary", "heldout"],
+                                     "require_owner_approval": True}})
+    run_both(r, "h1", (base, tampered), (base, tampered))
+    assert not check_gate(r.ledger, r.agents["ev"], "h1", repo=repo)["passed"]
+    since = view(r)["campaign"]["plans"][0]["frozen_seq"]
+    cur = r.agents["cur"]
+    for settings, says in (
+            ([("promotion_policy.required_gates", ["heldout"])],
+             "drops the required gate protected_boundary"),
+            ([("protected_scope", ["data/"])], "removes eval/ from the protected scope"),
+            ([("protected_commit", tampered)], f"moves the pinned protected commit {base[:12]}"),
+            ([("protected_commit", None)], "moves the pinned protected commit"),
+            ([("editable_scope", [])], "widens the editable scope to everything"),
+            ([("editable_scope", ["model.py", "eval/", "src/"])], "widens the editable scope"),
+            ([("promotion_policy.require_owner_approval", False)],
+             "no longer requires the owner's approval"),
+            ([("novelty_boundary", "anything goes")], "drops 1 prior-art entry")):
+        record = refused_and_recorded(r, lambda s=settings: amend_contract(
+            r.ledger, cur, "the guardrail was misconfigured", settings=s),
+            "guardrail_loosened", says)
+        assert record["payload"]["detail"]["evidence_since"] == since
+        [change] = record["payload"]["detail"]["changes"]
+        assert change["field"] == settings[0][0].replace("novelty_boundary",
+                                                          "novelty_boundary.prior_art")
+    assert row(view(r), "h1").gates["protected_boundary"].status == "failed"
+    assert row(view(r), "h1").promotion is None
+    # Tightening is an amendment like any other.
+    amend_contract(r.ledger, cur, "protect the data too", settings=[
+        ("protected_scope", ["eval/", "data/"]), ("editable_scope", ["model.py"]),
+        ("promotion_policy.required_gates", ["protected_boundary", "heldout", "novelty"])])
+    # Before any evidence, a guardrail may still move: nothing was stopped by it yet.
+    early = protected_loop()
+    amend_contract(early.ledger, early.agents["cur"], "no boundary here",
+                   settings=[("protected_scope", ["data/"])])
+    assert current_contract(view(early))["protected_scope"] == ["data/"]
 
 
 def test_a_workspace_outside_git_fails_the_boundary_closed() -> None:

@@ -126,3 +126,36 @@ def test_a_version_2_log_that_loosened_its_control_keeps_verifying() -> None:
         claim(r.ledger, r.agents["ex"], "third")
     report = verify_store(store)
     assert report.ok, report
+
+
+def test_a_version_3_log_that_moved_its_comparison_and_guardrails_keeps_verifying() -> None:
+    """Rules version 4 fixes the comparison and keeps the guardrails from loosening once
+    evidence exists. A log written before, which named a weaker baseline and dropped a gate
+    after its first packet, still verifies; from its upgrade on, both are refused."""
+    from loopx.governance.contract import amend_contract
+    from loopx.testing.research import GOOD
+
+    store = MemoryStore(clock=Clock())
+    old = Ledger(store, domains=Domains(DOMAINS.domains, version=DOMAINS.version, rules=3))
+    owner = Credentials("owner", bootstrap_log(old, "old"))
+    r = ResearchLoop(old, owner)
+    r.contract({**CONTRACT, "metric": {**CONTRACT["metric"], "baseline_hypothesis": "base"},
+                "promotion_policy": {"required_gates": ["protected_boundary", "heldout"]}})
+    r.propose("base", mechanism="baseline")
+    r.propose("weak", mechanism="baseline", parameters={"size": "small"})
+    r.run("base", "dev", GOOD)
+    amend_contract(old, r.agents["cur"], "a fairer comparison", settings=[
+        ("metric.baseline_hypothesis", "weak"),
+        ("promotion_policy.required_gates", ["heldout"])])  # accepted then
+    assert verify_store(store).ok
+
+    r.ledger = Ledger(store)  # today's loopx upgrades the log at its next write
+    with pytest.raises(ResearchRefused, match="metric.baseline_hypothesis from 'weak' to 'base'"):
+        amend_contract(r.ledger, r.agents["cur"], "back", settings=[
+            ("metric.baseline_hypothesis", "base")])
+    assert kinds(store).count("rules_upgrade_v0") == 1
+    with pytest.raises(ResearchRefused, match="drops the required gate heldout"):
+        amend_contract(r.ledger, r.agents["cur"], "none", settings=[
+            ("promotion_policy.required_gates", [])])
+    report = verify_store(store)
+    assert report.ok, report

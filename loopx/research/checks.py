@@ -1,5 +1,6 @@
 """Write checks for research records: contract versions (a named protected scope, paths inside
-the workspace's contract scopes, a measured baseline kept), hypotheses (no duplicate of an
+the workspace's contract scopes, a measured baseline kept; what an amendment may change once
+evidence exists is :mod:`loopx.research.amendments`), hypotheses (no duplicate of an
 earlier idea), evidence packets (split-aware), judgements (recomputed from their packets),
 novelty audits (independent), gate results, decisions (only on the matching candidate, bound to
 the hypothesis' revision) and held-out claims (within the read budget). Novelty audits and
@@ -17,6 +18,12 @@ from loopx.governance.state import current_contract
 from loopx.kernel.domains import Check, Record, View
 from loopx.kernel.errors import FieldProblem, RecordRejected, Refused, ResearchRefused
 from loopx.kernel.rules import applies
+from loopx.research.amendments import (
+    check_comparison_kept,
+    check_control_kept,
+    check_guardrails_kept,
+    evidence_since,
+)
 from loopx.research.contract_scope import check_contract_paths, contract_scopes
 from loopx.research.control import first_heldout
 from loopx.research.fingerprint import (
@@ -28,7 +35,7 @@ from loopx.research.fingerprint import (
 from loopx.research.gates import invalid_packets, measured_packets
 from loopx.research.grounding import check_grounding_ref
 from loopx.research.novelty import check_audit
-from loopx.research.plan import attempt_limit, current_plan
+from loopx.research.plan import attempt_limit, current_plan, plan_of
 from loopx.research.state import (
     EVALUATION_SPLITS,
     HELDOUT_ACTION,
@@ -370,40 +377,18 @@ def _check_contract(view: View, who: Identity, record: Record) -> None:
             and p["metric"].get("baseline_hypothesis") is None):
         raise ResearchRefused(
             "measured_baseline", f"the plan measures its baseline ({measured!r}) and evidence "
-            f"has been recorded under it since seq {plan['frozen_seq']}: an amendment may name "
-            "another measured baseline, never replace it with an assumed number",
-            hint="set metric.baseline_hypothesis to a hypothesis the executors will measure")
+            f"has been recorded under it since seq {plan['frozen_seq']}: an amendment may never "
+            "replace it with an assumed number",
+            hint=f"keep metric.baseline_hypothesis {measured!r}; a different comparison is a new "
+                 "campaign")
+    if applies(view, 4) and plan is not None:
+        since = evidence_since(view)
+        if since is not None:
+            check_comparison_kept(plan["plan"], plan_of(p), since)
+            check_guardrails_kept(current_contract(view) or {}, p, since)
     if applies(view, 3) and plan is not None and view["campaign"]["family_size"]:
-        _check_control_kept(view, plan["plan"]["promotion_policy.campaign_control"],
-                            (p.get("promotion_policy") or {}).get("campaign_control"))
-
-
-def _check_control_kept(view: View, before: dict[str, Any] | None,
-                        after: dict[str, Any] | None) -> None:
-    """Once the held-out family has begun, the campaign's control may only tighten: its
-    guarantee holds for a level fixed over the whole family, and a level raised after some
-    held-out p-values are known would spend more than the campaign was promised."""
-    if before is None:
-        return  # a contract from before the field: no control to keep
-    looser = []
-    if after is None:
-        looser.append("removes it")
-    else:
-        if float(after["level"]) > float(before["level"]):
-            looser.append(f"raises its level from {before['level']} to {after['level']}")
-        if before["rule"] == "alpha_spending" and after["rule"] == "lond":
-            looser.append("trades family-wise error control (alpha_spending) for false "
-                          "discovery rate control (lond)")
-    if looser:
-        size = view["campaign"]["family_size"]
-        raise ResearchRefused(
-            "campaign_control_loosened",
-            "the amendment loosens the campaign's error control after its held-out family "
-            f"began ({size} hypothesis{'es' if size != 1 else ''} numbered): it "
-            + " and ".join(looser),
-            detail={"before": before, "after": after, "family_size": size},
-            hint="keep promotion_policy.campaign_control as it is, or tighten it (a lower "
-                 "level, alpha_spending instead of lond)")
+        check_control_kept(view, plan["plan"]["promotion_policy.campaign_control"],
+                           (p.get("promotion_policy") or {}).get("campaign_control"))
 
 
 RESEARCH_CHECKS: dict[str, Check] = {

@@ -185,7 +185,8 @@ RefusalRule = Literal["heldout_budget", "duplicate", "dev_only_lift", "claimed_e
                       "attempts_exhausted", "measured_baseline", "selective_judgement",
                       "novelty_material", "novelty_boundary", "invalid_result",
                       "protected_scope_missing", "contract_outside_scope",
-                      "campaign_control_loosened"]
+                      "campaign_control_loosened", "comparison_changed",
+                      "guardrail_loosened"]
 
 
 class ResearchRefusalV0(Model):
