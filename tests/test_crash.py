@@ -217,3 +217,36 @@ def test_a_resumed_init_writes_its_token_only_into_the_private_empty_file_it_lef
     done = run(root, *init)
     assert done.returncode == 0 and json.loads(done.stdout)["resumed"] is True
     assert token_file.read_text().startswith("lpx_")
+
+
+def test_a_lanes_apply_killed_after_its_record_leaves_the_next_edit_its_base(
+        tmp_path: Path) -> None:
+    # Killed between recording the profiles and noting what the files are now based on, the
+    # file's next edit looked as if it had been made on an older profile: refused until
+    # --force, and `lanes pull` called it a conflict. The note written before the record tells
+    # the next run that the file held exactly the profile now in force.
+    root = tmp_path / "ws"
+    root.mkdir()
+    _, owner = init_workspace(root, "lanes-kill")
+    lanes = root / ".loopx" / "lanes"
+    executor = lanes / "research_executor.toml"
+    synced = json.loads((root / ".loopx" / "lanes-synced.json").read_text())
+    executor.write_text(executor.read_text().replace("max_attempts = 3", "max_attempts = 5"))
+    kill_at(root, "pause:lanes-recorded", "lanes", "apply", "--json", token=owner)
+    shown = json.loads(run(root, "lanes", "show", "--json").stdout)["profiles"]
+    [recorded] = [p for p in shown if p["role"] == "research_executor"]
+    assert recorded["max_attempts"] == 5 and recorded["seq"] > synced["research_executor"]
+    # The bases were never written: still the old record's.
+    assert json.loads((root / ".loopx" / "lanes-synced.json").read_text()) == synced
+
+    executor.write_text(executor.read_text().replace("max_attempts = 5", "max_attempts = 6"))
+    pulled = run(root, "lanes", "pull", "--json")
+    assert pulled.returncode == 0, pulled.stdout + pulled.stderr
+    assert json.loads(pulled.stdout)["pending"] == ["research_executor"]
+    assert "max_attempts = 6" in executor.read_text()  # the edit is kept
+    applied = run(root, "lanes", "apply", "--json", token=owner)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert [r["role"] for r in json.loads(applied.stdout)["recorded"]] == ["research_executor"]
+    assert not (root / ".loopx" / "lanes-applying.json").exists()
+    bases = json.loads((root / ".loopx" / "lanes-synced.json").read_text())
+    assert bases["research_executor"] == json.loads(applied.stdout)["recorded"][0]["seq"]

@@ -195,19 +195,31 @@ class Apply:
 def lanes_apply(ctx: ToolContext, p: Apply) -> dict[str, Any]:
     """Validate the profile files in .loopx/lanes/ and record those that changed (owner token);
     a file edited from an older version than the one in force is refused unless ``force``."""
+    from loopx.kernel.errors import StorageError
+    from loopx.kernel.store.fs import fault
     from loopx.work.profiles import load_profiles
     from loopx.workspace import record_profiles
-    from loopx.workspace.files import read_synced, write_synced
+    from loopx.workspace.files import LANES_APPLYING, clear_applying, write_applying, write_synced
+    from loopx.workspace.lane_files import file_bases, profile_digest
 
     wdir = ctx.workspace.dir
-    synced = read_synced(wdir)
     profiles = load_profiles(ctx.workspace.lanes_dir)
+    synced = file_bases(wdir, ctx.view()["profiles"])
+    try:
+        # Noted first: killed after the record, the next run finds what these files are
+        # based on from the note (lane_files.file_bases) instead of refusing their next edit.
+        write_applying(wdir, {role: profile_digest(q) for role, q in profiles.items()})
+    except OSError as exc:
+        raise StorageError.from_os(exc, "write", path=wdir / LANES_APPLYING,
+                                   outcome="nothing was recorded") from None
     done = record_profiles(ctx.ledger, ctx.credentials(),
-                           {f"{role}.toml": p for role, p in profiles.items()},
+                           {f"{role}.toml": q for role, q in profiles.items()},
                            based_on=None if p.force else synced)
+    fault("lanes-recorded")  # tests: killed here, before the bases are written
     try:
         write_synced(wdir, {**(synced or {}), **done.synced})
+        clear_applying(wdir)
     except OSError:
-        pass  # recorded all the same; a stale base can only refuse a later edit (see --force)
+        pass  # recorded all the same; the note stands for the bases until the next run
     return {"recorded": [{"role": r["payload"]["role"], "seq": r["seq"]} for r in done.records],
             "unchanged": sorted(set(profiles) - {r["payload"]["role"] for r in done.records})}

@@ -12,6 +12,9 @@ GITIGNORE = "# loopx workspace state is not versioned with the project\n*\n"
 # Per role, the seq of the profile record this host's file in lanes/ was last equal to (written
 # by init and `lanes apply`): what an edit of that file was based on.
 LANES_SYNCED = "lanes-synced.json"
+# Per role, the digest of the profile a `lanes apply` is about to record (written before its
+# record, removed once lanes-synced.json names it): a kill in between leaves the base to adopt.
+LANES_APPLYING = "lanes-applying.json"
 
 
 def write_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
@@ -57,3 +60,26 @@ def read_synced(wdir: Path) -> dict[str, int] | None:
 def write_synced(wdir: Path, seqs: dict[str, int]) -> None:
     """Record that this host's lane files equal the profile records ``seqs`` (role -> seq)."""
     write_atomic(wdir / LANES_SYNCED, json.dumps(seqs, indent=2, sort_keys=True) + "\n")
+
+
+def read_applying(wdir: Path) -> dict[str, str]:
+    """The profile digests (role -> sha256) an unfinished ``lanes apply`` was recording, or an
+    empty dict (none, or a malformed file)."""
+    try:
+        data = json.loads((wdir / LANES_APPLYING).read_bytes())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        return {}
+    return data
+
+
+def write_applying(wdir: Path, digests: dict[str, str]) -> None:
+    """Note the profiles (role -> digest) about to be recorded, before recording them."""
+    write_atomic(wdir / LANES_APPLYING, json.dumps(digests, indent=2, sort_keys=True) + "\n")
+
+
+def clear_applying(wdir: Path) -> None:
+    """Forget the note once the bases it stood for are in lanes-synced.json."""
+    (wdir / LANES_APPLYING).unlink(missing_ok=True)

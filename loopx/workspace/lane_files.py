@@ -9,13 +9,21 @@ edit: it is missing, or still equal to the record it was synced with.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
 from loopx.kernel.errors import ConflictError, NotFound, RecordRejected, StorageError
 from loopx.kernel.ledger import Ledger
 from loopx.workspace.directory import Workspace
-from loopx.workspace.files import read_synced, write_atomic, write_synced
+from loopx.workspace.files import (
+    clear_applying,
+    read_applying,
+    read_synced,
+    write_atomic,
+    write_synced,
+)
 
 # What a file is, against the profile in force for its role.
 WRITTEN = "written"  # missing, or behind and unedited: rewritten from the log
@@ -38,11 +46,11 @@ def pull_profiles(workspace: Workspace, *, force: bool = False,
     from loopx.work.profiles import profile_toml
 
     wdir, lanes_dir = workspace.dir, workspace.lanes_dir
-    synced = read_synced(wdir) or {}
     opened = ledger is None  # a ledger given is its caller's to close
     ledger = workspace.ledger() if ledger is None else ledger
     try:
         in_force = ledger.state()["lanes"]["profiles"]
+        synced = file_bases(wdir, in_force) or {}
         verdicts = {role: _verdict(ledger, lanes_dir / f"{role}.toml", profile,
                                    synced.get(role))
                     for role, profile in sorted(in_force.items())}
@@ -76,6 +84,7 @@ def pull_profiles(workspace: Workspace, *, force: bool = False,
         # it, equal to it, or (pending) edited from it already.
         write_synced(wdir, {**synced, **{role: p["seq"] for role, p in in_force.items()
                                          if role not in unwritable}})
+        clear_applying(wdir)
     except OSError as exc:
         # The bases are written last: files rewritten before a failure equal the log, and
         # pulling again finishes.
@@ -87,6 +96,25 @@ def pull_profiles(workspace: Workspace, *, force: bool = False,
                               if v == PENDING and role not in texts),
             "unwritable": [{"role": role, "problem": why}
                            for role, why in sorted(unwritable.items())]}
+
+
+def profile_digest(profile: dict[str, Any]) -> str:
+    """A digest of a profile as a file parses (or a record normalises) to, for the note
+    ``lanes apply`` leaves before recording."""
+    return hashlib.sha256(json.dumps(profile, sort_keys=True).encode()).hexdigest()
+
+
+def file_bases(wdir: Path, in_force: dict[str, dict[str, Any]]) -> dict[str, int] | None:
+    """The profile records this host's lane files are based on (role -> seq; None where
+    nothing says): ``lanes-synced.json``, and, for a ``lanes apply`` killed between its record
+    and that file, each noted profile that is the one in force now (the file held exactly it)."""
+    from loopx.work.profiles import normal_profile
+
+    synced = read_synced(wdir)
+    noted = read_applying(wdir)
+    adopted = {role: p["seq"] for role, p in in_force.items()
+               if role in noted and noted[role] == profile_digest(normal_profile(p))}
+    return {**(synced or {}), **adopted} if adopted else synced
 
 
 def _verdict(ledger: Ledger, path: Path, profile: dict[str, Any], base: int | None) -> str:

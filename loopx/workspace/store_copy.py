@@ -27,7 +27,9 @@ from loopx.workspace.directory import WORKSPACE_DIR, Workspace
 from loopx.workspace.files import (
     GITIGNORE,
     copy_profiles,
+    read_applying,
     read_synced,
+    write_applying,
     write_atomic,
     write_settings,
     write_synced,
@@ -152,6 +154,9 @@ def _copy_to_directory(workspace: Workspace, source: Store, root: Path) -> Copie
     synced = read_synced(workspace.dir)  # the same log: the files' bases hold there too
     if synced is not None:
         write_synced(wdir, synced)
+    noted = read_applying(workspace.dir)  # an apply killed after its record: see file_bases
+    if noted:
+        write_applying(wdir, noted)
     write_atomic(wdir / ".gitignore", GITIGNORE)
     settings = json.loads((workspace.dir / "workspace.json").read_text())
     write_settings(wdir, {**settings, "store": FILE})
