@@ -18,7 +18,8 @@ FOLD_VERSION = 15
 # The write rules' version: 2 adds the contract's named protected scope and allowed paths,
 # duplicates by fingerprint, the novelty material rules and the claim packet's fields; 3 keeps
 # the campaign's error control from loosening once its held-out family has begun; 4 fixes the
-# comparison and keeps the guardrails from loosening once evidence exists
+# comparison and keeps the guardrails from loosening once evidence exists, and keeps the
+# held-out data out of the dev data's location
 # (loopx.kernel.rules says how a log keeps verifying under the rules it was written by).
 RULES_VERSION = 4
 DOMAINS = Domains((WORK, GOVERNANCE, RESEARCH, NARRATOR), version=FOLD_VERSION,

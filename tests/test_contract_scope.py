@@ -72,7 +72,7 @@ def test_a_contract_without_a_protected_scope_is_refused_and_recorded() -> None:
     assert view["campaign"]["versions"] == []
     assert view["campaign"]["status"]["state"] == "created"  # the batch's transition went too
     for blank in ([" "], ["  ", "\t"]):
-        recorded(r, lambda: r.contract({**CONTRACT, "protected_scope": blank}),
+        recorded(r, lambda b=blank: r.contract({**CONTRACT, "protected_scope": b}),
                  "protected_scope_missing", "payload.protected_scope")
     assert verify_store(r.ledger.store).ok
 
@@ -323,3 +323,31 @@ def test_cli_contract_amend_and_its_dry_run(ws: dict[str, Any]) -> None:
     shown = json.loads(run(root, "contract", "show", "--json").stdout)
     assert shown["in_force"] == 1
     assert shown["contract"]["protected_scope"] == ["examples/digits/eval/"]
+
+
+# -- the held-out data apart from the dev data ---------------------------------------------------
+
+def test_heldout_data_inside_the_dev_data_is_refused_and_recorded_without_its_location() -> None:
+    """A held-out location that is the dev location, or inside it, hands the held-out data to
+    every executor that reads dev data: what a hypothesis was screened on would confirm it.
+    Refused and recorded, on the first version and on an amendment; the record names the
+    fields, never the private locations."""
+    def split(dev: str, heldout: str) -> dict[str, Any]:
+        return {**CONTRACT, "evaluation": {"dev": {"name": "dev", "location": dev},
+                                           "heldout": {"name": "heldout", "location": heldout}}}
+
+    r = loop()
+    for dev, heldout in (("/data/digits", "/data/digits/heldout"),
+                         ("/data/digits/", "/data/./digits"), ("s3://lab/dev", "s3://lab/dev/h")):
+        record = recorded(r, lambda d=dev, h=heldout: r.contract(split(d, h)),
+                          "heldout_within_dev", "is the dev location or lies inside it")
+        assert record["payload"]["detail"] == {
+            "fields": ["evaluation.heldout.location", "evaluation.dev.location"]}
+        assert "/data" not in json.dumps(record) and "s3://" not in json.dumps(record)
+    assert r.ledger.state()["lanes"]["campaign"]["versions"] == []
+    r.contract(split("/data/digits/dev", "/data/digits/heldout"))  # siblings: apart
+    record = recorded(r, lambda: amend_contract(r.ledger, r.agents["cur"], "one place", settings=[
+        ("evaluation.heldout.location", "/data/digits/dev/held")]), "heldout_within_dev",
+        "lies inside it")
+    assert record["payload"]["requested_action"] == "amend"
+    assert verify_store(r.ledger.store).ok

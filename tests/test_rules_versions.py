@@ -159,3 +159,22 @@ def test_a_version_3_log_that_moved_its_comparison_and_guardrails_keeps_verifyin
             ("promotion_policy.required_gates", [])])
     report = verify_store(store)
     assert report.ok, report
+
+
+def test_a_version_3_log_whose_heldout_data_is_its_dev_data_keeps_verifying() -> None:
+    store = MemoryStore(clock=Clock())
+    old = Ledger(store, domains=Domains(DOMAINS.domains, version=DOMAINS.version, rules=3))
+    owner = Credentials("owner", bootstrap_log(old, "old"))
+    r = ResearchLoop(old, owner)
+    same = {"dev": {"name": "dev", "location": "/data"},
+            "heldout": {"name": "heldout", "location": "/data"}}
+    r.contract({**CONTRACT, "evaluation": same})  # accepted then
+    assert verify_store(store).ok
+    r.ledger = Ledger(store)
+    from loopx.governance.contract import amend_contract
+
+    with pytest.raises(ResearchRefused, match="is the dev location or lies inside it"):
+        amend_contract(r.ledger, r.agents["cur"], "more time", settings=[
+            ("budget.max_cpu_hours", 3)])
+    report = verify_store(store)
+    assert report.ok, report

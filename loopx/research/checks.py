@@ -24,7 +24,11 @@ from loopx.research.amendments import (
     check_guardrails_kept,
     evidence_since,
 )
-from loopx.research.contract_scope import check_contract_paths, contract_scopes
+from loopx.research.contract_scope import (
+    check_contract_paths,
+    check_split_locations,
+    contract_scopes,
+)
 from loopx.research.control import first_heldout
 from loopx.research.fingerprint import (
     duplicates,
@@ -371,6 +375,8 @@ def _check_contract(view: View, who: Identity, record: Record) -> None:
     # scopes pointing outside what the workspace allows, would weaken the gate unseen.
     if applies(view, 2):  # rules version 2 (loopx.kernel.rules)
         check_contract_paths(p, contract_scopes(view))
+    if applies(view, 4):
+        check_split_locations(p)
     plan = current_plan(view)
     measured = None if plan is None else plan["plan"]["metric.baseline_hypothesis"]
     if (plan is not None and plan["frozen_seq"] is not None and measured is not None

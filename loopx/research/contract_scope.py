@@ -13,6 +13,7 @@ before the setting existed).
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -117,3 +118,38 @@ def check_contract_paths(payload: Mapping[str, Any], scopes: Sequence[str]) -> N
 def _outside_repository(location: str) -> bool:
     """An absolute path (POSIX, Windows, home) or a name with a scheme (``s3://``, ``sklearn:``)."""
     return location.startswith(("/", "\\", "~")) or _SCHEME.match(location) is not None
+
+
+def check_split_locations(payload: Mapping[str, Any]) -> None:
+    """Refuse a contract version whose held-out location is its dev location, or lies inside
+    it (rules version 4): every executor handed the dev location could then read the held-out
+    data, and a hypothesis screened on it would be confirmed on it.
+
+    Raises:
+        ResearchRefused: ``heldout_within_dev`` (naming the fields, never their private values).
+    """
+    evaluation = payload.get("evaluation") or {}
+    dev = (evaluation.get("dev") or {}).get("location")
+    heldout = (evaluation.get("heldout") or {}).get("location")
+    if not (isinstance(dev, str) and isinstance(heldout, str) and dev.strip()
+            and heldout.strip()):
+        return
+    outer, inner = _spot(dev), _spot(heldout)
+    if inner == outer or inner.startswith(outer.rstrip("/") + "/") or (
+            outer == "." and not _outside_repository(inner) and not inner.startswith("..")):
+        raise ResearchRefused(
+            "heldout_within_dev", "evaluation.heldout.location is the dev location or lies "
+            "inside it: every executor handed the dev data could read the held-out data, and a "
+            "hypothesis screened on it would be confirmed on the same data",
+            detail={"fields": ["evaluation.heldout.location", "evaluation.dev.location"]},
+            hint="keep the held-out data apart from the dev data (a sibling directory, another "
+                 "bucket or dataset name)")
+
+
+def _spot(location: str) -> str:
+    """A location in a form two spellings of one place share: a path normalised (``./``,
+    ``//``, ``..``, a trailing ``/``, backslashes), a name with a scheme as given."""
+    where = location.strip()
+    if _SCHEME.match(where) and not re.match(r"^[A-Za-z]:[\\/]", where):  # not a drive
+        return where.rstrip("/")
+    return posixpath.normpath(where.replace("\\", "/"))
