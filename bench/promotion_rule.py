@@ -34,6 +34,9 @@ Behaviours (what the agents do; every refusal they meet is recorded in the log a
                        hypothesis one more held-out read (a larger read budget); the baseline
                        and the hypothesis are measured again under the new plan, and the
                        hypothesis reads the held-out data again and is judged and decided
+    baseline-shopping  before any hypothesis, the curator re-measures the baseline under a new
+                       plan version (a trivial amendment) until its held-out mean comes out
+                       1.5 standard errors low (up to 20 rounds); then everyone is honest
     weaker-baseline    a weaker model (``weak``, -2 sd) is proposed and run on dev beside the
                        measured baseline; after the first held-out miss the curator tries to
                        make it the measured baseline, and it is measured under the new plan
@@ -76,7 +79,7 @@ from loopx.work.todos import add_todos
 from loopx.workspace import bootstrap_log
 
 BEHAVIOURS = ("honest", "optional-stopping", "cherry-picking", "frontier-retries",
-              "post-hoc-amendment", "loosened-control", "weaker-baseline")
+              "post-hoc-amendment", "loosened-control", "weaker-baseline", "baseline-shopping")
 SCENARIOS = ("null", "power", "dev-only")
 BASE, SD, SEEDS = 0.80, 0.01, list(range(10))
 EFFECT = 2 * SD
@@ -84,6 +87,7 @@ EFFECT = 2 * SD
 COMPARATORS = {"baseline": 0.0, "weak": -EFFECT}
 REAL_SHARE = 0.10
 RETRY_ROUNDS = 10
+SHOPPING_ROUNDS = 20
 
 
 def contract(rule: str, level: float) -> dict[str, Any]:
@@ -181,6 +185,23 @@ class Campaign:
         if self.behaviour == "weaker-baseline":
             self.loop.propose("weak", mechanism="baseline", parameters={"size": "small"})
             self.attempt("weak", "dev", COMPARATORS["weak"])
+        if self.behaviour == "baseline-shopping":
+            self.shop_for_a_low_baseline()
+
+    def shop_for_a_low_baseline(self) -> None:
+        """The eager curator: a trivial amendment opens a new plan version, under which the
+        baseline is measured again, until its held-out mean is low."""
+        from loopx.research.evidence import packets_for
+
+        low = BASE - 1.5 * SD / len(SEEDS) ** 0.5
+        for round_no in range(SHOPPING_ROUNDS):
+            view = self.view()
+            values = [r[3] for p in packets_for(view, "baseline", "heldout")
+                      for r in view["packets"][p]["results"] if r[0] == "heldout"]
+            if values and statistics.fmean(values) <= low:
+                return
+            self.amend_and_remeasure("one more attempt allowed", [
+                [("promotion_policy.max_attempts", 4 if round_no % 2 == 0 else 3)]])
 
     def own_test_passes(self, values: list[float], split: str) -> bool:
         """What an eager executor computes for itself from the log before stopping."""

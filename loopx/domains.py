@@ -14,12 +14,12 @@ from loopx.narrator.domain import DOMAIN as NARRATOR
 from loopx.research.domain import DOMAIN as RESEARCH
 from loopx.work.domain import DOMAIN as WORK
 
-FOLD_VERSION = 15
+FOLD_VERSION = 16
 # The write rules' version: 2 adds the contract's named protected scope and allowed paths,
 # duplicates by fingerprint, the novelty material rules and the claim packet's fields; 3 keeps
 # the campaign's error control from loosening once its held-out family has begun; 4 fixes the
-# comparison and keeps the guardrails from loosening once evidence exists, and keeps the
-# held-out data out of the dev data's location
+# comparison and keeps the guardrails from loosening once evidence exists, keeps the held-out
+# data out of the dev data's location, and measures the baseline on held-out data once per seeds
 # (loopx.kernel.rules says how a log keeps verifying under the rules it was written by).
 RULES_VERSION = 4
 DOMAINS = Domains((WORK, GOVERNANCE, RESEARCH, NARRATOR), version=FOLD_VERSION,

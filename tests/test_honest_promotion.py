@@ -622,6 +622,43 @@ def test_the_measured_baseline_gets_one_heldout_attempt_per_plan_version() -> No
                       creds=r.agents["ex"])["todo"]["todo_id"] == "base-again"
 
 
+def test_the_measured_baseline_is_measured_on_heldout_data_once_per_seeds() -> None:
+    """A curator who opens a new plan version (any trivial amendment) to have the baseline
+    measured again, until a low draw comes up, would bias every later held-out test
+    (bench/promotion_rule.py --behaviours baseline-shopping: 8.0% of null campaigns with a false
+    promotion before rules version 4, against 3.0% for honest agents). Once scored on held-out
+    data, the baseline's measurement stands for every later plan with the same seeds: a new
+    held-out claim of it is refused and recorded, and judgements under the new plan compare with
+    the first measurement. New seeds measure it again."""
+    from loopx.work.claims import claim
+
+    r = loop(measured=True)
+    r.propose("base", mechanism="baseline")
+    r.run("base", "dev", BASE)
+    first = r.run("base", "heldout", [0.905, 0.91, 0.915])  # a high draw, for this curator
+    amend_contract(r.ledger, r.agents["cur"], "one more attempt", settings=[
+        ("promotion_policy.max_attempts", 4)])  # plan version 2: the seeds are the same
+    add_todos(r.ledger, r.agents["ev"], [{
+        "todo_id": "base-again", "title": "t", "role": "research_executor",
+        "action_kind": "run_holdout_eval", "assigned_to": "ex", "hypothesis_id": "base"}])
+    assert should_run(r.ledger, "ex")["detail"] == {"heldout_budget_spent": ["base-again"]}
+    record = recorded(r, lambda: claim(r.ledger, r.agents["ex"], "base-again"), "heldout_budget",
+                      "was measured on held-out data under plan version 1")
+    assert record["payload"]["detail"] == {"reads": 1, "budget": 1, "plan_version": 1}
+    # Dev is screening: the baseline is measured on dev under each plan version, as before.
+    r.run("base", "dev", BASE)
+    r.supported("h1", GOOD, GOOD)
+    judged = view(r)["hypotheses"]["h1"]["judgements"]["heldout"]
+    assert judged["plan_version"] == 2 and judged["baseline_packet_ids"] == [first]
+    assert judged["baseline_values"] == [0.905, 0.91, 0.915]
+    assert row(view(r), "base").detail.endswith("measured on dev, heldout")
+    # Other seeds are another measurement: the baseline is measured again under them.
+    amend_contract(r.ledger, r.agents["cur"], "four seeds", settings=[
+        ("metric.seeds", [0, 1, 2, 3])])
+    assert should_run(r.ledger, "ex", claim=True,
+                      creds=r.agents["ex"])["todo"]["todo_id"] == "base-again"
+
+
 def test_improvement_is_measured_from_the_measured_baseline() -> None:
     r = loop(measured=True)
     r.propose("base", mechanism="baseline")

@@ -178,3 +178,42 @@ def test_a_version_3_log_whose_heldout_data_is_its_dev_data_keeps_verifying() ->
             ("budget.max_cpu_hours", 3)])
     report = verify_store(store)
     assert report.ok, report
+
+
+def test_a_version_3_log_that_measured_its_baseline_again_keeps_verifying() -> None:
+    """Under rules version 3 the measured baseline was measured on held-out data once per plan
+    version, and judgements compared with the plan's own measurement. Such a log still
+    verifies (its judgements are recomputed the old way); from its upgrade on, the first
+    measurement stands and a further one is refused."""
+    from loopx.governance.contract import amend_contract
+    from loopx.testing.research import GOOD
+    from loopx.work.claims import claim
+    from loopx.work.todos import add_todos
+
+    store = MemoryStore(clock=Clock())
+    old = Ledger(store, domains=Domains(DOMAINS.domains, version=DOMAINS.version, rules=3))
+    owner = Credentials("owner", bootstrap_log(old, "old"))
+    r = ResearchLoop(old, owner)
+    r.contract({**CONTRACT, "metric": {**CONTRACT["metric"], "baseline_hypothesis": "base"}})
+    r.propose("base", mechanism="baseline")
+    r.run("base", "dev", [0.9, 0.9, 0.9])
+    r.run("base", "heldout", [0.92, 0.92, 0.92])
+    amend_contract(old, r.agents["cur"], "again", settings=[("promotion_policy.max_attempts", 4)])
+    r.run("base", "dev", [0.9, 0.9, 0.9])
+    second = r.run("base", "heldout", [0.88, 0.88, 0.89])  # the lower draw, kept under v3
+    r.supported("h1", GOOD, GOOD)
+    assert old.state()["lanes"]["hypotheses"]["h1"]["judgements"]["heldout"][
+        "baseline_packet_ids"] == [second]
+    assert verify_store(store).ok
+
+    r.ledger = Ledger(store)  # today's loopx upgrades the log at its next write
+    add_todos(r.ledger, r.agents["ev"], [{
+        "todo_id": "base-third", "title": "t", "role": "research_executor",
+        "action_kind": "run_holdout_eval", "assigned_to": "ex", "hypothesis_id": "base"}])
+    assert kinds(store).count("rules_upgrade_v0") == 1
+    amend_contract(r.ledger, r.agents["cur"], "and again", settings=[
+        ("promotion_policy.max_attempts", 5)])
+    with pytest.raises(ResearchRefused, match="under plan version 1, with the seeds in force"):
+        claim(r.ledger, r.agents["ex"], "base-third")
+    report = verify_store(store)
+    assert report.ok, report

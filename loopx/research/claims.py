@@ -18,6 +18,7 @@ from loopx.research.plan import attempt_limit, plan_version
 from loopx.research.state import (
     EVALUATION_SPLITS,
     HELDOUT_ACTION,
+    baseline_heldout_version,
     baseline_hypothesis,
     counts,
     dev_attempts,
@@ -70,6 +71,16 @@ def check_claim(view: View, who: Identity, todo_id: str, todo: dict[str, Any]) -
         return
     reads, budget = over
     hid = todo["hypothesis_id"]
+    stands = baseline_heldout_version(view)
+    if hid == baseline_hypothesis(view) and stands != plan_version(view):
+        raise ResearchRefused(
+            "heldout_budget", f"the measured baseline {hid!r} was measured on held-out data "
+            f"under plan version {stands}, with the seeds in force, and that measurement stands "
+            f"for every later plan: todo {todo_id!r} would measure it again (a curator could keep "
+            "the lowest of several draws)", hypothesis_id=hid,
+            detail={"reads": reads, "budget": budget, "plan_version": stands},
+            hint="the held-out judgements under this plan compare with that measurement; a "
+                 "change of metric.seeds is the only plan change that measures it again")
     earlier = read_under_earlier_plan(view, todo)
     if earlier is not None:
         raise ResearchRefused(
@@ -94,11 +105,13 @@ def heldout_over_budget(view: View, todo: dict[str, Any]) -> tuple[int, int] | N
     if entry is None or contract is None:
         return None
     if entry["hypothesis_id"] == baseline_hypothesis(view):
-        # The measured baseline is never tested, and is measured again under a new plan
-        # version: one held-out attempt per plan version, failed or scored.
+        # The measured baseline is never tested: one held-out attempt per plan version, failed
+        # or scored, and (rules version 4) none once it was scored under an earlier plan with
+        # the seeds in force, whose measurement stands.
         version = plan_version(view)
-        if any(view["packets"][p]["heldout"] and view["packets"][p]["plan_version"] == version
-               for p in entry["packets"]):
+        if baseline_heldout_version(view) != version or any(
+                view["packets"][p]["heldout"] and view["packets"][p]["plan_version"] == version
+                for p in entry["packets"]):
             return (1, 1)
         return None
     budget = contract["evaluation"]["heldout_read_budget"]

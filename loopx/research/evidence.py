@@ -12,7 +12,7 @@ from loopx.governance.state import current_contract
 from loopx.kernel.errors import NotFound, Refused
 from loopx.research.control import apply_control, family_position
 from loopx.research.plan import current_plan, plan_version
-from loopx.research.state import baseline_hypothesis
+from loopx.research.state import baseline_heldout_version, baseline_hypothesis
 
 View = dict[str, Any]
 JUDGED_SPLITS = ("dev", "heldout")
@@ -20,10 +20,13 @@ JUDGED_SPLITS = ("dev", "heldout")
 
 def packets_for(view: View, hypothesis_id: str, split: str) -> list[str]:
     """The hypothesis' scored, non-claimed packets with results on ``split`` under the plan in
-    force (held-out todos' packets for ``heldout``, the others for any other split), oldest
-    first: every one of them counts, none may be left out."""
-    version = plan_version(view)
+    force (held-out todos' packets for ``heldout``, the others for any other split; the measured
+    baseline's held-out ones under the plan version they count from,
+    :func:`~loopx.research.state.baseline_heldout_version`), oldest first: every one of them
+    counts, none may be left out."""
     heldout = split == "heldout"
+    version = (baseline_heldout_version(view)
+               if heldout and hypothesis_id == baseline_hypothesis(view) else plan_version(view))
     out = []
     for packet_id in view["hypotheses"][hypothesis_id]["packets"]:
         packet = view["packets"][packet_id]

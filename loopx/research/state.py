@@ -16,6 +16,7 @@ from typing import Any
 from loopx.governance.state import current_contract, meta
 from loopx.governance.stopping import best_of, next_iteration
 from loopx.kernel.canonical import sha256_hex
+from loopx.kernel.rules import applies
 from loopx.research.completeness import stated
 from loopx.research.fingerprint import fingerprint
 from loopx.research.grounding import compact, fold_grounding_ref, fold_hypothesis_refs
@@ -73,16 +74,36 @@ def dev_attempts(view: dict[str, Any], entry: dict[str, Any]) -> list[dict[str, 
     return [p for p in packets if not p["heldout"] and p["plan_version"] == version]
 
 
+def baseline_heldout_version(view: dict[str, Any]) -> int:
+    """The plan version whose held-out packets of the measured baseline count now. From rules
+    version 4: the first plan version with the seeds in force under which it was scored on
+    held-out data, so the baseline is measured there once, however often the plan changes (a
+    curator re-measuring it under new plan versions could otherwise keep a low draw); before,
+    the plan in force."""
+    version = plan_version(view)
+    entry = view["hypotheses"].get(baseline_hypothesis(view) or "")
+    if entry is None or not applies(view, 4):
+        return version
+    plans = view["campaign"]["plans"]
+    seeds = plans[-1]["plan"]["metric.seeds"]
+    same = {p["version"] for p in plans if p["plan"]["metric.seeds"] == seeds}
+    scored = [packet["plan_version"] for packet in (view["packets"][p] for p in entry["packets"])
+              if packet["heldout"] and packet["status"] == "scored"
+              and packet["provenance"] != "claimed" and packet["plan_version"] in same]
+    return min(scored, default=version)
+
+
 def measured_baseline_mean(view: dict[str, Any]) -> float | None:
-    """The measured baseline's mean held-out value under the plan in force, if it has one."""
+    """The measured baseline's mean held-out value as it counts now, if it has one."""
     baseline = baseline_hypothesis(view)
     entry = view["hypotheses"].get(baseline or "")
     if entry is None:
         return None
     plan = current_plan(view)
     assert plan is not None  # a baseline hypothesis is named by a plan
+    version = baseline_heldout_version(view)
     values = [r[3] for p in entry["packets"] for r in view["packets"][p]["results"]
-              if view["packets"][p]["plan_version"] == plan["version"]
+              if view["packets"][p]["plan_version"] == version
               and view["packets"][p]["status"] == "scored" and r[0] == "heldout"
               and r[1] == plan["plan"]["metric.name"]]
     return sum(values) / len(values) if values else None
