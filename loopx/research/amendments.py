@@ -7,7 +7,9 @@ promotion rests on only stay or tighten:
 - **the comparison** every judgement makes (rules version 4, ``comparison_changed``): the
   metric, its direction and the measured baseline hypothesis are fixed, and an assumed baseline
   and the minimum change only move against the hypotheses. A weaker comparator named after the
-  results (every later hypothesis "beats" it) is another question, asked after seeing answers;
+  results (every later hypothesis "beats" it) is another question, asked after seeing answers.
+  Once anything was scored on held-out data the seeds are fixed too: other seeds measure the
+  baseline there again, and a curator could change them until a low draw came up;
 - **the guardrails** (rules version 4, ``guardrail_loosened``): no required gate, owner
   approval, protected path, pinned protected commit or prior-art entry is dropped, and the
   editable scope does not widen, so a hypothesis a guardrail stopped (an edit of the evaluator)
@@ -38,15 +40,29 @@ def evidence_since(view: View) -> int | None:
     return plans[0]["frozen_seq"] if plans else None
 
 
+def heldout_since(view: View) -> int | None:
+    """The seq of the campaign's first scored held-out packet, if there is one."""
+    return min((p["seq"] for p in view["packets"].values()
+                if p["heldout"] and p["status"] == "scored" and p["provenance"] != "claimed"),
+               default=None)
+
+
 def _change(field: str, before: Any, after: Any) -> dict[str, Any]:
     return {"field": field, "before": before, "after": after}
 
 
-def check_comparison_kept(before: dict[str, Any], after: dict[str, Any], since: int) -> None:
+def check_comparison_kept(before: dict[str, Any], after: dict[str, Any], since: int,
+                          heldout: int | None) -> None:
     """Refuse an analysis plan ``after`` (flat, as :func:`~loopx.research.plan.plan_of`) whose
-    comparison differs from ``before``'s other than by tightening."""
+    comparison differs from ``before``'s other than by tightening; ``heldout`` is the seq of
+    the first scored held-out packet, if any (the seeds are fixed from there)."""
     changes = [_change(f, before[f], after[f]) for f in FIXED if after[f] != before[f]]
     said = [f"{c['field']} from {c['before']!r} to {c['after']!r} (fixed)" for c in changes]
+    if heldout is not None and after["metric.seeds"] != before["metric.seeds"]:
+        changes.append(_change("metric.seeds", before["metric.seeds"], after["metric.seeds"]))
+        said.append(f"metric.seeds from {before['metric.seeds']} to {after['metric.seeds']} "
+                    f"(fixed once anything was scored on held-out data, at seq {heldout}: "
+                    "other seeds would measure the baseline there again)")
     assumed = before["metric.baseline_hypothesis"] is after["metric.baseline_hypothesis"] is None
     if assumed:
         old, new = before["metric.baseline"], after["metric.baseline"]

@@ -23,6 +23,7 @@ from loopx.research.amendments import (
     check_control_kept,
     check_guardrails_kept,
     evidence_since,
+    heldout_since,
 )
 from loopx.research.contract_scope import (
     check_contract_paths,
@@ -390,7 +391,7 @@ def _check_contract(view: View, who: Identity, record: Record) -> None:
     if applies(view, 4) and plan is not None:
         since = evidence_since(view)
         if since is not None:
-            check_comparison_kept(plan["plan"], plan_of(p), since)
+            check_comparison_kept(plan["plan"], plan_of(p), since, heldout_since(view))
             check_guardrails_kept(current_contract(view) or {}, p, since)
     if applies(view, 3) and plan is not None and view["campaign"]["family_size"]:
         check_control_kept(view, plan["plan"]["promotion_policy.campaign_control"],

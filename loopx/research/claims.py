@@ -79,8 +79,7 @@ def check_claim(view: View, who: Identity, todo_id: str, todo: dict[str, Any]) -
             f"for every later plan: todo {todo_id!r} would measure it again (a curator could keep "
             "the lowest of several draws)", hypothesis_id=hid,
             detail={"reads": reads, "budget": budget, "plan_version": stands},
-            hint="the held-out judgements under this plan compare with that measurement; a "
-                 "change of metric.seeds is the only plan change that measures it again")
+            hint="the held-out judgements under this plan compare with that measurement")
     earlier = read_under_earlier_plan(view, todo)
     if earlier is not None:
         raise ResearchRefused(
