@@ -82,10 +82,19 @@ def test_a_record_appended_around_the_library_after_the_upgrade_fails_verify() -
     r = ResearchLoop(old, owner)
     r.contract()
     r.propose("h1", parameters={"width": 128})
+    under = r.proposer_todo("h1-again")
     Ledger(store).append(TODO, creds=owner, kind="todo_item_v0")  # upgrades the log
-    # A version-1 ledger (an old loopx still running) writes a duplicate past the upgrade: the
-    # log says version 2 holds there, so verify reports it.
-    r.propose("h1-again", parameters={"width": 128})
+    # A version-1 loopx refuses to write past the upgrade (the next test); one released before
+    # that check, or a record appended around the library, writes a duplicate past it: the log
+    # says today's rules hold there, so verify reports it.
+    from loopx.kernel.ledger import draft
+
+    records = old.prepare([draft({
+        "hypothesis_id": "h1-again", "title": "t", "statement": "width change lifts accuracy",
+        "mechanism_family": "width", "parameters": {"width": 128}, "claimed_by": "prop",
+        "no_grounding_reason": "a test hypothesis"}, kind="research_hypothesis_v0", under=under)],
+        old.identify(r.agents["prop"]))
+    store.append(records)
     report = verify_store(store)
     assert not report.ok and "duplicates 'h1'" in str(report.problem)
 
@@ -217,3 +226,29 @@ def test_a_version_3_log_that_measured_its_baseline_again_keeps_verifying() -> N
         claim(r.ledger, r.agents["ex"], "base-third")
     report = verify_store(store)
     assert report.ok, report
+
+
+def test_a_loopx_older_than_the_log_writes_nothing_and_verify_says_what_it_could_not_check(
+        ) -> None:
+    """On a team whose hosts run different loopx versions, a host with older write rules
+    checking a batch under them could pass what the log's (newer) rules refuse, such as a
+    weaker baseline named after the results. It writes nothing instead, and says why; its
+    reads still work, and its verify says which rules it could not apply."""
+    from loopx.kernel.errors import WorkspaceError
+
+    store = MemoryStore(clock=Clock())
+    newer = Ledger(store, domains=Domains(DOMAINS.domains, version=DOMAINS.version,
+                                          rules=RULES_VERSION + 1))
+    owner = Credentials("owner", bootstrap_log(newer, "newer"))
+    r = ResearchLoop(newer, owner)
+    r.contract(CONTRACT)
+    head = store.head().seq
+
+    today = Ledger(store)  # this host's loopx, one rules version behind the log
+    with pytest.raises(WorkspaceError, match=f"write rules version {RULES_VERSION + 1}, newer"):
+        today.append(TODO, creds=owner, kind="todo_item_v0")
+    assert store.head().seq == head
+    assert today.state()["lanes"]["campaign"]["versions"][0]["contract_id"] == "digits"
+    report = verify_store(store)
+    assert report.ok and any(f"write rules version {RULES_VERSION + 1}" in note
+                             for note in report.notes), report

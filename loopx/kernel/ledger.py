@@ -185,6 +185,13 @@ class Ledger:
             # A log written under older rules is upgraded in front of this batch, which is
             # then checked (and later verified) under the rules in force now.
             rules, logged = self.domains.rules, state["kernel"]["rules"]
+            if logged > rules:
+                # Checked under older rules, the batch could pass what the log's rules refuse.
+                raise WorkspaceError(
+                    f"this log is written under write rules version {logged}, newer than this "
+                    f"loopx knows ({rules}): nothing was written",
+                    hint="upgrade loopx on this host to the version the other hosts run; "
+                         "reading the log still works")
             upgrade = ([upgrade_record(state["kernel"]["goal_id"], logged, rules)]
                        if logged < rules else [])
             first = head.seq + 1 + len(upgrade)

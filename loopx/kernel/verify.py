@@ -140,6 +140,12 @@ def verify_segments(segments: Iterable[Segment], anchor: Anchor | None = None, *
                 f"{pending} record(s) of an unfinished batch and {fragment} byte(s) of an "
                 f"incomplete line after seq {checker.head_seq}: a write in progress, or a torn "
                 "tail the next writer will move to quarantine")
+        if checker.writes is not None and checker.writes.newer is not None:
+            report.notes.append(
+                f"this log is written under write rules version {checker.writes.newer}, newer "
+                f"than this loopx knows ({checker.writes.domains.rules}): records from its "
+                "upgrade on were checked under the older rules only; verify again with the "
+                "loopx that wrote them")
         if quarantine is not None:
             for kept_name in sorted(set(quarantine.quarantine_names()) - checker.repaired):
                 report.notes.append(
@@ -347,6 +353,7 @@ class _WriteChecks:
         self.domains = installed()
         self.reducers = default_reducers()
         self.state = State.initial(self.reducers)
+        self.newer: int | None = None  # the log's rules version, when this loopx's is older
 
     def batch(self, records: list[dict[str, Any]], where: str) -> None:
         from loopx.kernel.checks import check_batch
@@ -357,6 +364,8 @@ class _WriteChecks:
         rules = max([self.state["kernel"]["rules"]]
                     + [r["payload"]["to_version"] for r in records
                        if r["schema_version"] == "rules_upgrade_v0"])
+        if rules > self.domains.rules:
+            self.newer = rules
         if checked:
             try:
                 check_batch(self.domains.overlay(self.state["lanes"], rules=rules), checked,
