@@ -328,8 +328,9 @@ def test_cli_contract_amend_and_its_dry_run(ws: dict[str, Any]) -> None:
 # -- the held-out data apart from the dev data ---------------------------------------------------
 
 def test_heldout_data_inside_the_dev_data_is_refused_and_recorded_without_its_location() -> None:
-    """A held-out location that is the dev location, or inside it, hands the held-out data to
-    every executor that reads dev data: what a hypothesis was screened on would confirm it.
+    """A held-out location that is the dev location, or inside it (or around it), hands the
+    held-out data to every executor that reads dev data: what a hypothesis was screened on
+    would confirm it.
     Refused and recorded, on the first version and on an amendment; the record names the
     fields, never the private locations."""
     def split(dev: str, heldout: str) -> dict[str, Any]:
@@ -338,9 +339,10 @@ def test_heldout_data_inside_the_dev_data_is_refused_and_recorded_without_its_lo
 
     r = loop()
     for dev, heldout in (("/data/digits", "/data/digits/heldout"),
-                         ("/data/digits/", "/data/./digits"), ("s3://lab/dev", "s3://lab/dev/h")):
+                         ("/data/digits/", "/data/./digits"), ("s3://lab/dev", "s3://lab/dev/h"),
+                         ("/data/heldout/dev", "/data/heldout")):
         record = recorded(r, lambda d=dev, h=heldout: r.contract(split(d, h)),
-                          "heldout_within_dev", "is the dev location or lies inside it")
+                          "heldout_within_dev", "one place, or one lies inside the other")
         assert record["payload"]["detail"] == {
             "fields": ["evaluation.heldout.location", "evaluation.dev.location"]}
         assert "/data" not in json.dumps(record) and "s3://" not in json.dumps(record)
@@ -348,6 +350,6 @@ def test_heldout_data_inside_the_dev_data_is_refused_and_recorded_without_its_lo
     r.contract(split("/data/digits/dev", "/data/digits/heldout"))  # siblings: apart
     record = recorded(r, lambda: amend_contract(r.ledger, r.agents["cur"], "one place", settings=[
         ("evaluation.heldout.location", "/data/digits/dev/held")]), "heldout_within_dev",
-        "lies inside it")
+        "lies inside the other")
     assert record["payload"]["requested_action"] == "amend"
     assert verify_store(r.ledger.store).ok

@@ -182,7 +182,7 @@ def test_a_version_3_log_whose_heldout_data_is_its_dev_data_keeps_verifying() ->
     r.ledger = Ledger(store)
     from loopx.governance.contract import amend_contract
 
-    with pytest.raises(ResearchRefused, match="is the dev location or lies inside it"):
+    with pytest.raises(ResearchRefused, match="one place, or one lies inside the other"):
         amend_contract(r.ledger, r.agents["cur"], "more time", settings=[
             ("budget.max_cpu_hours", 3)])
     report = verify_store(store)

@@ -121,9 +121,10 @@ def _outside_repository(location: str) -> bool:
 
 
 def check_split_locations(payload: Mapping[str, Any]) -> None:
-    """Refuse a contract version whose held-out location is its dev location, or lies inside
-    it (rules version 4): every executor handed the dev location could then read the held-out
-    data, and a hypothesis screened on it would be confirmed on it.
+    """Refuse a contract version whose held-out and dev locations are one place, or one lies
+    inside the other (rules version 4): every executor handed the dev location could then read
+    the held-out data (its own, or the directory around it), and a hypothesis screened on data
+    would be confirmed on the same data.
 
     Raises:
         ResearchRefused: ``heldout_within_dev`` (naming the fields, never their private values).
@@ -134,16 +135,21 @@ def check_split_locations(payload: Mapping[str, Any]) -> None:
     if not (isinstance(dev, str) and isinstance(heldout, str) and dev.strip()
             and heldout.strip()):
         return
-    outer, inner = _spot(dev), _spot(heldout)
-    if inner == outer or inner.startswith(outer.rstrip("/") + "/") or (
-            outer == "." and not _outside_repository(inner) and not inner.startswith("..")):
+    if _within(_spot(heldout), _spot(dev)) or _within(_spot(dev), _spot(heldout)):
         raise ResearchRefused(
-            "heldout_within_dev", "evaluation.heldout.location is the dev location or lies "
-            "inside it: every executor handed the dev data could read the held-out data, and a "
-            "hypothesis screened on it would be confirmed on the same data",
+            "heldout_within_dev", "evaluation.heldout.location and evaluation.dev.location are "
+            "one place, or one lies inside the other: every executor handed the dev data could "
+            "read the held-out data, and a hypothesis screened on data would be confirmed on the "
+            "same data",
             detail={"fields": ["evaluation.heldout.location", "evaluation.dev.location"]},
-            hint="keep the held-out data apart from the dev data (a sibling directory, another "
+            hint="keep the held-out data apart from the dev data (sibling directories, another "
                  "bucket or dataset name)")
+
+
+def _within(inner: str, outer: str) -> bool:
+    """Whether the place ``inner`` names is ``outer`` or lies inside it (both :func:`_spot`)."""
+    return inner == outer or inner.startswith(outer.rstrip("/") + "/") or (
+        outer == "." and not _outside_repository(inner) and not inner.startswith(".."))
 
 
 def _spot(location: str) -> str:
