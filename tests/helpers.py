@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,3 +103,22 @@ def git(repo: Path, *args: str) -> str:
            "HOME": str(repo)}
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
                           text=True, env=env).stdout.strip()
+
+
+@contextmanager
+def served_board(root: Path) -> Iterator[str]:
+    """``loopx board --serve --port 0`` on ``root`` in a process of its own, with no token in
+    its environment; yields its URL, and stops it with SIGTERM (it must exit 0)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_TOKEN", "LOOPX_AGENT_ID")}
+    server = subprocess.Popen([sys.executable, "-m", "loopx.cli", "-C", str(root), "board",
+                               "--serve", "--port", "0", "--json"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert server.stdout is not None
+        yield json.loads(server.stdout.readline())["url"]
+    finally:
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=30) == 0
+        assert server.stdout is not None and server.stderr is not None
+        server.stdout.close()
+        server.stderr.close()

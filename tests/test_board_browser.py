@@ -221,12 +221,7 @@ def test_a_served_board_runs_its_reloader_under_its_policy_and_reloads_on_a_new_
     """The served page's policy allows its one script (by hash) and nothing else: the page
     loads without a violation, and when a record is appended it reloads itself at the new
     head."""
-    import json
-    import signal
-    import subprocess
-    import sys
-
-    from helpers import head_seq, research_workspace
+    from helpers import head_seq, research_workspace, served_board
 
     from loopx.testing.research import CONTRACT
     from loopx.workspace import find_workspace
@@ -236,16 +231,11 @@ def test_a_served_board_runs_its_reloader_under_its_policy_and_reloads_on_a_new_
     r.contract(CONTRACT)
     r.propose("h1", title="Wider hidden layer")
     r.ledger.store.close()
-    env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_TOKEN", "LOOPX_AGENT_ID")}
-    server = subprocess.Popen([sys.executable, "-m", "loopx.cli", "-C", str(root), "board",
-                               "--serve", "--port", "0", "--json"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     problems: list[str] = []
     page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: problems.append(str(e)))
-    try:
-        url = json.loads(server.stdout.readline())["url"]
+    with served_board(root) as url:
         page.goto(url, wait_until="load")
         seq = 'document.querySelector(\'meta[name="loopx-head-seq"]\').content'
         assert page.evaluate(seq) == str(head_seq(root))
@@ -258,9 +248,4 @@ def test_a_served_board_runs_its_reloader_under_its_policy_and_reloads_on_a_new_
         assert page.evaluate(seq) == str(head_seq(root))
         assert "A newer idea" in page.content()
         assert problems == []  # a policy violation is a console error
-    finally:
         page.close()
-        server.send_signal(signal.SIGTERM)
-        assert server.wait(timeout=30) == 0
-        server.stdout.close()
-        server.stderr.close()

@@ -4,18 +4,14 @@ processes on a file workspace, JSON output, exit codes, and nothing written on a
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import head_seq as head
-from helpers import research_workspace
+from helpers import research_workspace, served_board
 from helpers import run_loopx as loopx
 
 from loopx.research.decisions import decide
@@ -145,12 +141,7 @@ def test_bad_requests_are_usage_errors_and_write_nothing(ws: dict[str, Any]) -> 
 
 def test_board_serve_refreshes_as_the_log_grows(ws: dict[str, Any]) -> None:
     root = ws["root"]
-    env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_TOKEN", "LOOPX_AGENT_ID")}
-    server = subprocess.Popen([sys.executable, "-m", "loopx.cli", "-C", str(root), "board",
-                               "--serve", "--port", "0", "--json"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        url = json.loads(server.stdout.readline())["url"]
+    with served_board(root) as url:
         assert url.startswith("http://127.0.0.1:")
         with urllib.request.urlopen(url, timeout=30) as page:
             html = page.read().decode()
@@ -170,11 +161,6 @@ def test_board_serve_refreshes_as_the_log_grows(ws: dict[str, Any]) -> None:
             assert json.loads(answer.read())["head_seq"] == head(root)
         with urllib.request.urlopen(url, timeout=30) as page:
             assert "A newer idea" in page.read().decode()
-    finally:
-        server.send_signal(signal.SIGTERM)
-        assert server.wait(timeout=30) == 0
-        server.stdout.close()
-        server.stderr.close()
 
 
 def _get(port: int, path: str, headers: dict[str, str]) -> tuple[int, dict[str, str], str]:
@@ -201,12 +187,8 @@ def test_board_serve_answers_its_own_page_only(ws: dict[str, Any]) -> None:
     import hashlib
 
     root = ws["root"]
-    env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_TOKEN", "LOOPX_AGENT_ID")}
-    server = subprocess.Popen([sys.executable, "-m", "loopx.cli", "-C", str(root), "board",
-                               "--serve", "--port", "0", "--json"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        port = int(json.loads(server.stdout.readline())["url"].rsplit(":", 1)[1].strip("/"))
+    with served_board(root) as url:
+        port = int(url.rsplit(":", 1)[1].strip("/"))
         own = f"127.0.0.1:{port}"
         for path in ("/", "/head", "/head?after=0"):
             for headers in ({"Host": f"attacker.example:{port}"}, {"Host": "127.0.0.1"},
@@ -233,11 +215,6 @@ def test_board_serve_answers_its_own_page_only(ws: dict[str, Any]) -> None:
         assert "Content-Security-Policy" not in page  # the header's policy alone: it allows it
         _, headers, _ = _get(port, "/head", {"Host": own})
         assert headers["Content-Security-Policy"] == "default-src 'none'; frame-ancestors 'none'"
-    finally:
-        server.send_signal(signal.SIGTERM)
-        assert server.wait(timeout=30) == 0
-        server.stdout.close()
-        server.stderr.close()
 
 
 def test_printed_and_published_pages_carry_a_policy_that_runs_no_script(

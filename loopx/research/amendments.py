@@ -24,7 +24,7 @@ version (:mod:`loopx.research.plan`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 from loopx.kernel.errors import ResearchRefused
 
@@ -76,12 +76,17 @@ def check_comparison_kept(before: dict[str, Any], after: dict[str, Any], since: 
         changes.append(_change("metric.min_delta", old_delta, new_delta))
         said.append(f"metric.min_delta from {old_delta} to {new_delta} (it may only rise)")
     if changes:
-        raise ResearchRefused(
-            "comparison_changed", "the amendment changes what every judgement compares after "
-            f"evidence was recorded (since seq {since}): " + "; ".join(said),
-            detail={"changes": changes, "evidence_since": since},
-            hint="keep the metric, its direction and the baseline, or tighten (a higher "
-                 f"min_delta, an assumed baseline harder to beat); {NEW_CAMPAIGN}")
+        _refuse("comparison_changed", "changes what every judgement compares", since, said,
+                changes, "keep the metric, its direction and the baseline, or tighten (a higher "
+                         "min_delta, an assumed baseline harder to beat)")
+
+
+def _refuse(rule: str, what: str, since: int, said: list[str], changes: list[dict[str, Any]],
+            hint: str) -> NoReturn:
+    raise ResearchRefused(
+        rule, f"the amendment {what} after evidence was recorded (since seq {since}): "
+        + "; ".join(said), detail={"changes": changes, "evidence_since": since},
+        hint=f"{hint}; {NEW_CAMPAIGN}")
 
 
 def _prior_art(contract: dict[str, Any]) -> list[Any]:
@@ -131,12 +136,10 @@ def check_guardrails_kept(before: dict[str, Any], after: dict[str, Any], since: 
                  f"drops {len(art)} prior-art entr{'ies' if len(art) > 1 else 'y'} from the "
                  "novelty boundary")
     if changes:
-        raise ResearchRefused(
-            "guardrail_loosened", "the amendment loosens what a promotion must pass after "
-            f"evidence was recorded (since seq {since}): it " + "; it ".join(said),
-            detail={"changes": changes, "evidence_since": since},
-            hint="keep the guardrails, or tighten them (more required gates, more protected "
-                 f"paths, a narrower editable scope); {NEW_CAMPAIGN}")
+        _refuse("guardrail_loosened", "loosens what a promotion must pass", since,
+                [f"it {words}" for words in said], changes,
+                "keep the guardrails, or tighten them (more required gates, more protected "
+                "paths, a narrower editable scope)")
 
 
 def check_control_kept(view: View, before: dict[str, Any] | None,
