@@ -230,3 +230,45 @@ def test_printed_and_published_pages_carry_a_policy_that_runs_no_script(
     for page in (board.stdout, story.stdout, (ws["out"] / "b.html").read_text()):
         head = page.split("</head>", 1)[0]
         assert policy in head and "<script" not in page
+
+
+def test_board_serve_renders_once_per_head(ws: dict[str, Any],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every reader's page reloads when a record lands, and asks for the same board: it is
+    rendered once for each head, and again as soon as the head moves."""
+    import threading
+
+    import loopx.narrator.publish as publish
+    from loopx.cli.board_server import make_server
+
+    renders: list[int] = []
+    real = publish.render
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        renders.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(publish, "render", counted)
+    root = ws["root"]
+    server = make_server(find_workspace(root))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+        pages = []
+        for _ in range(3):
+            with urllib.request.urlopen(url, timeout=30) as page:
+                pages.append(page.read().decode())
+        assert len(renders) == 1 and pages[0] == pages[1] == pages[2]
+        ledger = find_workspace(root).ledger()
+        r: ResearchLoop = ws["r"]
+        r.ledger = ledger
+        r.propose("h-new", title="A newer idea")
+        ledger.store.close()
+        with urllib.request.urlopen(url, timeout=30) as page:
+            assert "A newer idea" in page.read().decode()
+        assert len(renders) == 2
+        assert f'content="{head(root)}"' in urllib.request.urlopen(url, timeout=30).read().decode()
+        assert len(renders) == 2
+    finally:
+        server.shutdown()
+        server.server_close()

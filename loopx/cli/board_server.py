@@ -1,5 +1,6 @@
-"""``loopx board --serve``: the board on localhost, rendered afresh (both gates included) for
-every request, and reloaded by the page itself when the log's head moves.
+"""``loopx board --serve``: the board on localhost, rendered (both gates included) once for
+each head the log reaches while it is asked for, and reloaded by the page itself when the log's
+head moves.
 
 Serving appends nothing: it is a local view, not a publication. Only the served page carries a
 script; a published board has none. The script asks ``/head?after=SEQ`` of the same server,
@@ -77,6 +78,30 @@ class _Served:
     def __init__(self, workspace: Workspace) -> None:
         self.workspace = workspace
         self.ledger = workspace.ledger()
+        # The last page: rendered once per head (every reader's reload after a new record
+        # asks for the same one), and rendered again as soon as the head moves.
+        self._page: tuple[tuple[str, int, str], bool, str] | None = None
+
+    def board(self) -> tuple[bool, str]:
+        """(True, the page) of the board at the log's head, or (False, the redaction gate's
+        findings) when the gate withholds it there; rendered only when the head has moved."""
+        from loopx.kernel.errors import RedactionBlocked
+        from loopx.narrator.publish import render
+
+        state = self.ledger.state()
+        # Keyed by the head the page's reloader is told (a record landing while it renders
+        # makes the next request render again, never a page that reloads itself for good).
+        head = (self.workspace.store_location, state.seq, state.cursor.hash)
+        if self._page is None or self._page[0] != head:
+            try:
+                rendered = render(self.ledger, "board", "html",
+                                  workspace_root=self.workspace.root,
+                                  served_head=_served_head(state.seq))
+            except RedactionBlocked as exc:  # as final at this head as a page is
+                self._page = (head, False, exc.message)
+            else:
+                self._page = (head, True, rendered.text)
+        return self._page[1], self._page[2]
 
     def current(self) -> str | None:
         """Follow a move if this host's workspace was switched; the reason the board cannot be
@@ -99,8 +124,6 @@ class _Served:
 def make_server(workspace: Workspace, host: str = "127.0.0.1", port: int = 0
                 ) -> ThreadingHTTPServer:
     """A server for the workspace's board; ``port`` 0 picks a free one."""
-    from loopx.narrator.publish import render
-
     served = _Served(workspace)
     lock = threading.Lock()  # one ledger, read by one request at a time
 
@@ -133,18 +156,18 @@ def make_server(workspace: Workspace, host: str = "127.0.0.1", port: int = 0
                     if gone is not None:
                         self._withheld("board not shown", gone)
                         return
-                    seq = served.ledger.state().seq
-                    rendered = render(served.ledger, "board", "html",
-                                      workspace_root=served.workspace.root,
-                                      served_head=_served_head(seq))
+                    shown, text = served.board()
+                    if not shown:
+                        # The gate's message names records and fields, never the values.
+                        self._withheld("board withheld", text)
+                        return
                 except LoopxError as exc:
                     if path == "/head":  # the page's script reads JSON, and retries
                         self._send(503, "application/json", json.dumps(exc.to_json()))
                         return
-                    # The gate's message names records and fields, never the values.
                     self._withheld("board withheld", exc.message)
                     return
-            self._send(200, "text/html; charset=utf-8", rendered.text)
+            self._send(200, "text/html; charset=utf-8", text)
 
         def _withheld(self, title: str, why: str) -> None:
             body = (f"<!DOCTYPE html><meta charset=\"utf-8\"><title>{title}</title>"
