@@ -209,6 +209,16 @@ def test_a_promotion_short_of_the_target_does_not_complete_it() -> None:
     done = evaluate(m.ledger, m.ev, dry_run=False)
     assert (done["transition"], done["state"]) == ("completed", "completed")
     assert status(m.view)["completion"] == "objective_target_reached"
+    # The story and the board say which target was reached, and that it was lowered after the
+    # evidence: a completion granted, not earned, is not told as the first kind.
+    from loopx.narrator.publish import render
+
+    lowered = m.view["campaign"]["versions"][-1]["seq"]
+    said = (f"(target acc 0.93; lowered from 0.95 to 0.93 at seq {lowered}, after evidence was "
+            "recorded)")
+    for surface, fmt in (("story", "md"), ("story", "html"), ("board", "html")):
+        text = render(m.ledger, surface, fmt).text
+        assert said in text, surface
 
 
 @pytest.mark.parametrize(("direction", "best", "target", "reached"), [

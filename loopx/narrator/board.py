@@ -7,6 +7,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from loopx.narrator.words import target_words
+
 CAMPAIGN_WORDS = {
     "created": "created: no contract yet", "planned": "planned: the contract is written",
     "ready": "ready: waiting for its first claim", "running": "running",
@@ -63,7 +65,7 @@ def campaign_line(c: dict[str, Any]) -> str:
     elif c.get("pause_reasons"):
         text += ": " + "; ".join(_named(r, PAUSE_WORDS) for r in c["pause_reasons"])
     elif c.get("completion"):
-        text += ": " + _named(c["completion"], COMPLETION_WORDS)
+        text += ": " + _named(c["completion"], COMPLETION_WORDS) + target_words(c)
     done = f"{c['iterations']} iteration" + ("" if c["iterations"] == 1 else "s")
     limit = c.get("max_iterations")
     return text + (f". {done} (decisions) of the {limit} the stop policy allows." if limit

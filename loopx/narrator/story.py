@@ -14,6 +14,7 @@ record id and never quoted.
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import pairwise
 from typing import Any
 
 from loopx.governance.findings import finding_groups
@@ -91,7 +92,32 @@ def _campaign(r: Reader, view: View, status: dict[str, Any]) -> dict[str, Any]:
     return {"state": status["state"], "stop_reasons": list(status["stop_reasons"]),
             "pause_reasons": list(status.get("pause_reasons") or []),
             "completion": status.get("completion"), "iteration": status["iteration"],
-            "iterations": view["campaign"]["iterations"]["count"], "max_iterations": limit}
+            "iterations": view["campaign"]["iterations"]["count"], "max_iterations": limit,
+            "target": _target(r, view) if status.get("completion") else None}
+
+
+def _target(r: Reader, view: View) -> dict[str, Any] | None:
+    """The objective's target a completed campaign reached, and every change made to it after
+    the first evidence packet (a target lowered to the best result so far is a completion the
+    reader should know was granted, not earned): ``{"metric", "value", "moved"}``."""
+    versions = view["campaign"]["versions"]
+    if (not versions or versions[-1].get("visibility") == "private"
+            or versions[-1]["metric"].get("target") is None):
+        return None
+    versions = [v for v in versions if v.get("visibility") != "private"]
+    plans = view["campaign"]["plans"]
+    since = plans[0]["frozen_seq"] if plans else None
+    moved = []
+    for before, after in pairwise(versions):
+        old, new = before["metric"].get("target"), after["metric"].get("target")
+        if old != new and since is not None and after["seq"] > since:
+            moved.append({"from": r.num(old, before["record_id"], "metric.target"),
+                          "to": r.num(new, after["record_id"], "metric.target"),
+                          "seq": after["seq"], "record_id": r.rid(after["record_id"])})
+    last = versions[-1]
+    return {"metric": last["metric"]["name"],
+            "value": r.num(last["metric"]["target"], last["record_id"], "metric.target"),
+            "moved": moved}
 
 
 def _contract(r: Reader, c: dict[str, Any] | None, private: set[str]) -> dict[str, Any] | None:
