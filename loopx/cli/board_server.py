@@ -26,7 +26,7 @@ from html import escape
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING
 
-from loopx.kernel.errors import LoopxError, WorkspaceError
+from loopx.kernel.errors import LoopxError, RedactionBlocked, WorkspaceError
 
 if TYPE_CHECKING:
     from email.message import Message
@@ -85,7 +85,6 @@ class _Served:
     def board(self) -> tuple[bool, str]:
         """(True, the page) of the board at the log's head, or (False, the redaction gate's
         findings) when the gate withholds it there; rendered only when the head has moved."""
-        from loopx.kernel.errors import RedactionBlocked
         from loopx.narrator.publish import render
 
         state = self.ledger.state()

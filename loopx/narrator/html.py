@@ -73,10 +73,11 @@ PAGE_POLICY = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; ba
 POLICY_META = f'<meta http-equiv="Content-Security-Policy" content="{PAGE_POLICY}">'
 
 
-def _page(title: str, body: list[str], head: str = POLICY_META) -> str:
+def _page(title: str, body: list[str], head: str | None = None) -> str:
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"{head}<title>{escape(title)}</title><style>{CSS}</style></head>"
+            f"{POLICY_META if head is None else head}<title>{escape(title)}</title>"
+            f"<style>{CSS}</style></head>"
             "<body><main>" + "".join(body) + "</main></body></html>\n")
 
 
@@ -353,7 +354,7 @@ def render_story(doc: dict[str, Any]) -> str:
         _evidence(doc), _outcomes(doc), _columns(doc), _findings(doc), _risks(doc)])
 
 
-def render_board(doc: dict[str, Any], graph: dict[str, Any], head: str = POLICY_META) -> str:
+def render_board(doc: dict[str, Any], graph: dict[str, Any], head: str | None = None) -> str:
     """The board: the first screen, the campaign's state, the candidate and next-action
     columns, a metric chart per hypothesis, the todos, the disclosure, the analysis plan, the
     research plan (when one was recorded), the graph picture, the frontier and the evidence each

@@ -114,8 +114,7 @@ def _render(ledger: Ledger, surface: str, fmt: str, workspace_root: Path | None,
 
         # The picture draws hypotheses and the records about them: no todos, contracts, ...
         graph = graph_json(view, state.seq, rows, evidence_only=True)
-        text = (render_board(doc, graph) if served_head is None
-                else render_board(doc, graph, served_head))
+        text = render_board(doc, graph, served_head)
     elif fmt == "html":
         from loopx.narrator.html import render_story
 

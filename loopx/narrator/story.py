@@ -30,6 +30,7 @@ from loopx.narrator.reader import (
     signed,
 )
 from loopx.research.control import first_heldout
+from loopx.research.plan import evidence_since
 from loopx.research.projections import Row, candidates, final_heldout, frontier
 from loopx.research.state import counts
 
@@ -105,8 +106,7 @@ def _target(r: Reader, view: View) -> dict[str, Any] | None:
             or versions[-1]["metric"].get("target") is None):
         return None
     versions = [v for v in versions if v.get("visibility") != "private"]
-    plans = view["campaign"]["plans"]
-    since = plans[0]["frozen_seq"] if plans else None
+    since = evidence_since(view)
     moved = []
     for before, after in pairwise(versions):
         old, new = before["metric"].get("target"), after["metric"].get("target")

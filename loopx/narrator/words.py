@@ -72,7 +72,7 @@ def campaign_why(campaign: dict[str, Any]) -> str:
 
 def target_words(campaign: dict[str, Any]) -> str:
     """The target a completed campaign reached, and how it moved after the first evidence:
-    `` (target acc 0.93; lowered from 0.95 at seq 57, after evidence was recorded)``."""
+    `` (target acc 0.93; lowered from 0.95 to 0.93 at seq 57, after evidence was recorded)``."""
     target = campaign.get("target")
     if not target:
         return ""

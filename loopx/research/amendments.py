@@ -33,14 +33,7 @@ FIXED = ("metric.name", "metric.direction", "metric.baseline_hypothesis")
 NEW_CAMPAIGN = "a different comparison, or looser guardrails, is a new campaign"
 
 
-def evidence_since(view: View) -> int | None:
-    """The seq of the campaign's first evidence packet, if there is one (the first plan
-    version froze there)."""
-    plans = view["campaign"]["plans"]
-    return plans[0]["frozen_seq"] if plans else None
-
-
-def heldout_since(view: View) -> int | None:
+def _heldout_since(view: View) -> int | None:
     """The seq of the campaign's first scored held-out packet, if there is one."""
     return min((p["seq"] for p in view["packets"].values()
                 if p["heldout"] and p["status"] == "scored" and p["provenance"] != "claimed"),
@@ -51,14 +44,16 @@ def _change(field: str, before: Any, after: Any) -> dict[str, Any]:
     return {"field": field, "before": before, "after": after}
 
 
-def check_comparison_kept(before: dict[str, Any], after: dict[str, Any], since: int,
-                          heldout: int | None) -> None:
+def check_comparison_kept(view: View, before: dict[str, Any], after: dict[str, Any],
+                          since: int) -> None:
     """Refuse an analysis plan ``after`` (flat, as :func:`~loopx.research.plan.plan_of`) whose
-    comparison differs from ``before``'s other than by tightening; ``heldout`` is the seq of
-    the first scored held-out packet, if any (the seeds are fixed from there)."""
+    comparison differs from ``before``'s other than by tightening (the seeds are fixed from
+    the first scored held-out packet)."""
     changes = [_change(f, before[f], after[f]) for f in FIXED if after[f] != before[f]]
     said = [f"{c['field']} from {c['before']!r} to {c['after']!r} (fixed)" for c in changes]
-    if heldout is not None and after["metric.seeds"] != before["metric.seeds"]:
+    heldout = (_heldout_since(view) if after["metric.seeds"] != before["metric.seeds"]
+               else None)
+    if heldout is not None:
         changes.append(_change("metric.seeds", before["metric.seeds"], after["metric.seeds"]))
         said.append(f"metric.seeds from {before['metric.seeds']} to {after['metric.seeds']} "
                     f"(fixed once anything was scored on held-out data, at seq {heldout}: "

@@ -22,8 +22,6 @@ from loopx.research.amendments import (
     check_comparison_kept,
     check_control_kept,
     check_guardrails_kept,
-    evidence_since,
-    heldout_since,
 )
 from loopx.research.contract_scope import (
     check_contract_paths,
@@ -40,7 +38,7 @@ from loopx.research.fingerprint import (
 from loopx.research.gates import invalid_packets, measured_packets
 from loopx.research.grounding import check_grounding_ref
 from loopx.research.novelty import check_audit
-from loopx.research.plan import attempt_limit, current_plan, plan_of
+from loopx.research.plan import attempt_limit, current_plan, evidence_since, plan_of
 from loopx.research.state import (
     EVALUATION_SPLITS,
     HELDOUT_ACTION,
@@ -391,7 +389,7 @@ def _check_contract(view: View, who: Identity, record: Record) -> None:
     if applies(view, 4) and plan is not None:
         since = evidence_since(view)
         if since is not None:
-            check_comparison_kept(plan["plan"], plan_of(p), since, heldout_since(view))
+            check_comparison_kept(view, plan["plan"], plan_of(p), since)
             check_guardrails_kept(current_contract(view) or {}, p, since)
     if applies(view, 3) and plan is not None and view["campaign"]["family_size"]:
         check_control_kept(view, plan["plan"]["promotion_policy.campaign_control"],

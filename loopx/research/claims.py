@@ -71,8 +71,8 @@ def check_claim(view: View, who: Identity, todo_id: str, todo: dict[str, Any]) -
         return
     reads, budget = over
     hid = todo["hypothesis_id"]
-    stands = baseline_heldout_version(view)
-    if hid == baseline_hypothesis(view) and stands != plan_version(view):
+    stands = baseline_heldout_version(view) if hid == baseline_hypothesis(view) else None
+    if stands is not None and stands != plan_version(view):
         raise ResearchRefused(
             "heldout_budget", f"the measured baseline {hid!r} was measured on held-out data "
             f"under plan version {stands}, with the seeds in force, and that measurement stands "

@@ -70,6 +70,13 @@ def current_plan(view: dict[str, Any]) -> dict[str, Any] | None:
     return plans[-1] if plans else None
 
 
+def evidence_since(view: dict[str, Any]) -> int | None:
+    """The seq of the campaign's first evidence packet, if there is one (the first plan
+    version froze there)."""
+    plans = view["campaign"]["plans"]
+    return plans[0]["frozen_seq"] if plans else None
+
+
 def plan_version(view: dict[str, Any]) -> int:
     """The number of the plan version in force (0 before any contract)."""
     plan = current_plan(view)

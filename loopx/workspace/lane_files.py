@@ -9,11 +9,11 @@ edit: it is missing, or still equal to the record it was synced with.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
+from loopx.kernel.canonical import sha256_hex
 from loopx.kernel.errors import ConflictError, NotFound, RecordRejected, StorageError
 from loopx.kernel.ledger import Ledger
 from loopx.workspace.directory import Workspace
@@ -101,7 +101,7 @@ def pull_profiles(workspace: Workspace, *, force: bool = False,
 def profile_digest(profile: dict[str, Any]) -> str:
     """A digest of a profile as a file parses (or a record normalises) to, for the note
     ``lanes apply`` leaves before recording."""
-    return hashlib.sha256(json.dumps(profile, sort_keys=True).encode()).hexdigest()
+    return sha256_hex(json.dumps(profile, sort_keys=True).encode())
 
 
 def file_bases(wdir: Path, in_force: dict[str, dict[str, Any]]) -> dict[str, int] | None:
@@ -112,8 +112,10 @@ def file_bases(wdir: Path, in_force: dict[str, dict[str, Any]]) -> dict[str, int
 
     synced = read_synced(wdir)
     noted = read_applying(wdir)
+    if not noted:
+        return synced
     adopted = {role: p["seq"] for role, p in in_force.items()
-               if role in noted and noted[role] == profile_digest(normal_profile(p))}
+               if noted.get(role) == profile_digest(normal_profile(p))}
     return {**(synced or {}), **adopted} if adopted else synced
 
 
