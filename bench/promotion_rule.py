@@ -41,6 +41,9 @@ Behaviours (what the agents do; every refusal they meet is recorded in the log a
                        measured baseline; after the first held-out miss the curator tries to
                        make it the measured baseline, and it is measured under the new plan
                        (every later hypothesis would then be compared with it)
+    pseudo-replication the executor runs every seed 5 times (runs of one seed differ by 0.1 sd,
+                       a training run's nondeterminism) and reports every run in the packet,
+                       the baseline's too; refused, it reports each seed's mean run instead
 
 Verdict (the goals of the issue, for every behaviour)
     null:      campaigns with any false promotion          goal <= 5%
@@ -79,7 +82,8 @@ from loopx.work.todos import add_todos
 from loopx.workspace import bootstrap_log
 
 BEHAVIOURS = ("honest", "optional-stopping", "cherry-picking", "frontier-retries",
-              "post-hoc-amendment", "loosened-control", "weaker-baseline", "baseline-shopping")
+              "post-hoc-amendment", "loosened-control", "weaker-baseline", "baseline-shopping",
+              "pseudo-replication")
 SCENARIOS = ("null", "power", "dev-only")
 BASE, SD, SEEDS = 0.80, 0.01, list(range(10))
 EFFECT = 2 * SD
@@ -88,6 +92,7 @@ COMPARATORS = {"baseline": 0.0, "weak": -EFFECT}
 REAL_SHARE = 0.10
 RETRY_ROUNDS = 10
 SHOPPING_ROUNDS = 20
+RUNS_PER_SEED, RUN_SD = 5, 0.1 * SD
 
 
 def contract(rule: str, level: float) -> dict[str, Any]:
@@ -147,15 +152,23 @@ class Campaign:
 
     def packet(self, hypothesis_id: str, split: str, values: list[float],
                under: tuple[str, int]) -> bool:
-        payload = {"hypothesis_id": hypothesis_id, "status": "scored",
-                   "results": [{"split": split, "metric": "acc", "seed": s, "value": v}
-                               for s, v in zip(SEEDS, values, strict=True)]}
-        try:
-            append_packet(self.ledger, self.agents["ex"], payload, under=under)
-            return True
-        except Refused as exc:
-            self.refused(exc)
-            return False
+        runs = [[v] for v in values]
+        if self.behaviour == "pseudo-replication":
+            runs = [[v + self.rng.gauss(0.0, RUN_SD) for _ in range(RUNS_PER_SEED)]
+                    for v in values]
+        while True:
+            payload = {"hypothesis_id": hypothesis_id, "status": "scored",
+                       "results": [{"split": split, "metric": "acc", "seed": s, "value": v}
+                                   for s, seed_runs in zip(SEEDS, runs, strict=True)
+                                   for v in seed_runs]}
+            try:
+                append_packet(self.ledger, self.agents["ex"], payload, under=under)
+                return True
+            except Refused as exc:
+                self.refused(exc)
+                if not (isinstance(exc, ResearchRefused) and exc.rule == "repeated_seed"):
+                    return False
+                runs = [[statistics.fmean(seed_runs)] for seed_runs in runs]
 
     def attempt(self, hypothesis_id: str, split: str, effect: float) -> bool:
         """One run: claim a todo, record a packet, complete it (or release it if refused)."""

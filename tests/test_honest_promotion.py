@@ -119,6 +119,44 @@ def test_a_heldout_packet_carries_every_seed_at_once() -> None:
                                              "error": "out of memory"}, under=under)
 
 
+def test_reruns_of_one_seed_are_not_more_seeds() -> None:
+    """An eager executor re-runs seed 0 and reports every run. Runs of one seed agree far more
+    than seeds do, so pooled as seeds they made a flat result look certain: the old code
+    accepted this packet and the held-out judgement said supports (p about 1e-6)."""
+    r = loop()
+    r.supported("h1", GOOD, None)
+    under = claim_heldout(r, "h1", "ho")
+    runs = [[FLAT[0] + 0.0105 + k * 1e-4 for k in range(12)], [FLAT[1]], [FLAT[2]]]
+    results = [{"split": "heldout", "metric": "acc", "seed": s, "value": v}
+               for s, seed_runs in enumerate(runs) for v in seed_runs]
+    results += [{"split": "train", "metric": "loss", "seed": 1, "value": 0.3}] * 2
+    packets = list(view(r)["hypotheses"]["h1"]["packets"])
+    record = recorded(r, lambda: append_packet(r.ledger, r.agents["ex"], {
+        "hypothesis_id": "h1", "status": "scored", "results": results}, under=under),
+        "repeated_seed", "reports acc on heldout for seed 0 12 times .2 seed.s. repeated.")
+    assert record["payload"]["detail"] == {"repeated": [
+        {"split": "heldout", "metric": "acc", "seed": 0, "times": 12},
+        {"split": "train", "metric": "loss", "seed": 1, "times": 2}]}
+    assert view(r)["hypotheses"]["h1"]["packets"] == packets  # nothing of it was recorded
+    # The refusal took no packet's place: the claim still admits one, a value per seed.
+    means = [sum(seed_runs) / len(seed_runs) for seed_runs in runs]
+    append_packet(r.ledger, r.agents["ex"], packet("h1", "heldout", means), under=under)
+    complete(r.ledger, r.agents["ex"], *under, {"status": "scored"})
+    out = r.judge("h1", "heldout")
+    assert out["seeds"] == [0, 1, 2] and out["verdict"] == "inconclusive"
+    assert row(view(r), "h1").promotion is None
+    # A dev packet is held to it too.
+    r.propose("h2", parameters={"width": 2})
+    add_todos(r.ledger, r.agents["ev"], [{
+        "todo_id": "dev-h2", "title": "dev run", "role": "research_executor",
+        "action_kind": "run_dev_eval", "assigned_to": "ex", "hypothesis_id": "h2"}])
+    got = should_run(r.ledger, "ex", claim=True, creds=r.agents["ex"])
+    recorded(r, lambda: append_packet(r.ledger, r.agents["ex"], packet(
+        "h2", "dev", GOOD + GOOD, seeds=(0, 1, 2, 0, 1, 2)), under=(
+        got["todo"]["todo_id"], got["todo"]["epoch"])), "repeated_seed", "3 seed.s. repeated")
+    assert verify_store(r.ledger.store).ok
+
+
 def test_the_first_heldout_judgement_is_final() -> None:
     r = loop()
     r.supported("h1", GOOD, FLAT)

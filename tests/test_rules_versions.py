@@ -252,3 +252,40 @@ def test_a_loopx_older_than_the_log_writes_nothing_and_verify_says_what_it_could
     report = verify_store(store)
     assert report.ok and any(f"write rules version {RULES_VERSION + 1}" in note
                              for note in report.notes), report
+
+
+def test_a_version_4_log_with_a_seed_reported_twice_keeps_verifying() -> None:
+    """Under rules version 4 a packet could report one seed several times, and its judgement
+    pooled every value. Such a log still verifies; from its upgrade on, a packet that repeats a
+    seed is refused and recorded."""
+    from loopx.research.operations import append_packet
+    from loopx.work.claims import should_run
+    from loopx.work.todos import add_todos
+
+    store = MemoryStore(clock=Clock())
+    old = Ledger(store, domains=Domains(DOMAINS.domains, version=DOMAINS.version, rules=4))
+    owner = Credentials("owner", bootstrap_log(old, "old"))
+    r = ResearchLoop(old, owner)
+    r.contract(CONTRACT)
+    r.propose("h1")
+
+    def repeated_packet(todo_id: str) -> None:
+        add_todos(r.ledger, r.agents["ev"], [{
+            "todo_id": todo_id, "title": "t", "role": "research_executor",
+            "action_kind": "run_dev_eval", "assigned_to": "ex", "hypothesis_id": "h1"}])
+        got = should_run(r.ledger, "ex", claim=True, creds=r.agents["ex"])["todo"]
+        under = (got["todo_id"], got["epoch"])
+        append_packet(r.ledger, r.agents["ex"], {"hypothesis_id": "h1", "status": "scored",
+                      "results": [{"split": "dev", "metric": "acc", "seed": s, "value": 0.95}
+                                  for s in (0, 0, 1, 2)]}, under=under)
+
+    repeated_packet("dev-1")  # accepted then
+    assert r.judge("h1", "dev")["seeds"] == [0, 0, 1, 2]
+    assert verify_store(store).ok
+    r.ledger = Ledger(store)
+    with pytest.raises(ResearchRefused, match="for seed 0 2 times"):
+        repeated_packet("dev-2")
+    assert kinds(store).count("rules_upgrade_v0") == 1
+    assert kinds(store)[-1] == "research_refusal_v0"
+    report = verify_store(store)
+    assert report.ok, report

@@ -156,6 +156,29 @@ def _check_packet(view: View, who: Identity, record: Record) -> None:
         _check_heldout_packet(view, entry, record)
     else:
         _check_attempts(view, entry)
+    if applies(view, 5):
+        _refuse_repeated_seeds(hid, p["results"])
+
+
+def _refuse_repeated_seeds(hypothesis_id: str, results: list[dict[str, Any]]) -> None:
+    """A seed is one replicate: re-runs of it reported as separate values would count as more
+    seeds, and the test would take their agreement for precision (pseudo-replication)."""
+    times: dict[tuple[str, str, int], int] = {}
+    for r in results:
+        key = (r["split"], r["metric"], r["seed"])
+        times[key] = times.get(key, 0) + 1
+    repeated = [{"split": split, "metric": metric, "seed": seed, "times": n}
+                for (split, metric, seed), n in times.items() if n > 1]
+    if not repeated:
+        return
+    first = repeated[0]
+    raise ResearchRefused(
+        "repeated_seed", f"the packet reports {first['metric']} on {first['split']} for seed "
+        f"{first['seed']} {first['times']} times ({len(repeated)} seed(s) repeated): a seed is "
+        "one replicate, and re-runs of it counted as more seeds would make the test "
+        "overconfident", hypothesis_id=hypothesis_id, detail={"repeated": repeated[:64]},
+        hint="report each seed once (the mean of its runs); more replicates are more seeds "
+             "in the contract's metric.seeds")
 
 
 def _check_heldout_packet(view: View, entry: dict[str, Any], record: Record) -> None:
