@@ -51,8 +51,9 @@ ROLE_COMMANDS: dict[str, tuple[str, ...]] = {
         "held-out results only under a `run_holdout_eval` todo.",
         "`loopx evidence append-packet FILE --under TODO:EPOCH`: one attempt's "
         "`auto_research_evidence_packet_v0` payload (`hypothesis_id`, `status`, `results`: one "
-        "value per split, metric and seed, `branch`), citing `base_commit` and `evaluated_commit` (full hashes). Record "
-        "failed attempts too (`status` failed, timeout, invalid_output or cancelled).",
+        "value per split, metric and seed, `branch`), citing `base_commit` and "
+        "`evaluated_commit` (full hashes). Record failed attempts too (`status` failed, "
+        "timeout, invalid_output or cancelled).",
     ),
     "evaluator_promoter": (
         "`loopx candidates` and `loopx frontier --agent-id $LOOPX_AGENT_ID`: what awaits a "
