@@ -20,8 +20,8 @@ FOLD_VERSION = 16
 # the campaign's error control from loosening once its held-out family has begun; 4 fixes the
 # comparison and keeps the guardrails from loosening once evidence exists, keeps the held-out
 # data out of the dev data's location, and measures the baseline on held-out data once per seeds;
-# and 5 takes one value per seed in a packet (loopx.kernel.rules says how a log keeps verifying
-# under the rules it was written by).
+# and 5 counts a seed once, in a packet and in a judgement (loopx.kernel.rules says how a log
+# keeps verifying under the rules it was written by).
 RULES_VERSION = 5
 DOMAINS = Domains((WORK, GOVERNANCE, RESEARCH, NARRATOR), version=FOLD_VERSION,
                   rules=RULES_VERSION)

@@ -187,12 +187,15 @@ def test_a_heldout_judgement_covers_every_heldout_packet_and_pays_for_each_look(
     first = r.run("h1", "heldout", FLAT)
     second = r.run("h1", "heldout", GOOD)
     out = r.judge("h1", "heldout")
-    assert out["packet_ids"] == [first, second] and out["values"] == FLAT + GOOD
+    # Both packets count, each seed once: the mean of its two runs.
+    means = [math.fsum(pair) / 2 for pair in zip(FLAT, GOOD, strict=True)]
+    assert out["packet_ids"] == [first, second]
+    assert out["seeds"] == [0, 1, 2] and out["values"] == means
     # Two looks allowed by the budget: the threshold is halved (Bonferroni over the looks).
     control = out["control"]
     assert control["looks"] == 2
     assert math.isclose(control["threshold"], 0.05 * gamma(1) / 2)
-    p = welch(FLAT + GOOD, baseline=0.9, direction="maximize").p_value
+    p = welch(means, baseline=0.9, direction="maximize").p_value
     assert math.isclose(out["p_value"], p)
     assert control["discovery"] == (2 * p < 0.05 * gamma(1))
 
@@ -205,7 +208,8 @@ def test_choosing_which_packets_to_judge_is_recorded() -> None:
     worse = r.run("h1", "dev", FLAT)
     best = r.run("h1", "dev", GOOD)
     honest = judgement_payload(view(r), "h1", "dev")
-    assert honest["packet_ids"] == [worse, best] and honest["values"] == FLAT + GOOD
+    assert honest["packet_ids"] == [worse, best] and honest["values"] == [
+        math.fsum(pair) / 2 for pair in zip(FLAT, GOOD, strict=True)]
     chosen = welch(GOOD, baseline=0.9, direction="maximize").to_json()
     forged = {**honest, "packet_ids": [best], "values": GOOD, "seeds": [0, 1, 2],
               **{k: chosen[k] for k in ("verdict", "p_value", "mean_delta", "statistic")}}
@@ -270,6 +274,24 @@ def test_every_scored_attempt_counts_toward_the_limit() -> None:
         claim_around_should_run(r, "third")
     decide(r.ledger, r.agents["ev"], "h1", "retired", reason="no_effect_found")
     assert row(view(r), "h1").state == "retired"
+
+
+def test_attempts_with_the_same_seeds_are_averaged_not_counted_as_more_seeds() -> None:
+    """Re-running an inconclusive result with the contract's seeds gives the same numbers (a
+    seed fixes the run). Pooled, three identical attempts made n three times larger and the
+    verdict supports (p 0.025, against 0.18 for one attempt); a seed counts once, as the mean of
+    its runs, so re-running buys nothing."""
+    values = [0.902, 0.899, 0.906]
+    assert welch(values * 3, baseline=0.9, direction="maximize").verdict == "supports"
+    r = loop(max_attempts=3)
+    r.propose("h1")
+    packets = [r.run("h1", "dev", values) for _ in range(3)]
+    out = r.judge("h1", "dev")
+    assert out["packet_ids"] == packets  # every attempt is cited and counts
+    assert out["seeds"] == [0, 1, 2] and out["values"] == values
+    assert out["verdict"] == "inconclusive"
+    assert math.isclose(out["p_value"], welch(values, baseline=0.9,
+                                              direction="maximize").p_value)
 
 
 def test_attempts_that_all_failed_are_retry_exhausted_and_say_why() -> None:

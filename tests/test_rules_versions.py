@@ -257,7 +257,7 @@ def test_a_loopx_older_than_the_log_writes_nothing_and_verify_says_what_it_could
 def test_a_version_4_log_with_a_seed_reported_twice_keeps_verifying() -> None:
     """Under rules version 4 a packet could report one seed several times, and its judgement
     pooled every value. Such a log still verifies; from its upgrade on, a packet that repeats a
-    seed is refused and recorded."""
+    seed is refused and recorded, and a judgement counts each seed once."""
     from loopx.research.operations import append_packet
     from loopx.work.claims import should_run
     from loopx.work.todos import add_todos
@@ -287,5 +287,7 @@ def test_a_version_4_log_with_a_seed_reported_twice_keeps_verifying() -> None:
         repeated_packet("dev-2")
     assert kinds(store).count("rules_upgrade_v0") == 1
     assert kinds(store)[-1] == "research_refusal_v0"
+    again = r.judge("h1", "dev")  # the latest dev judgement counts
+    assert again["seeds"] == [0, 1, 2] and again["values"] == [0.95, 0.95, 0.95]
     report = verify_store(store)
     assert report.ok, report

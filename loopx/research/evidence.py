@@ -6,10 +6,12 @@ packets, so a recorded verdict is never more than the numbers support.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from loopx.governance.state import current_contract
 from loopx.kernel.errors import NotFound, Refused
+from loopx.kernel.rules import applies
 from loopx.research.control import apply_control, family_position
 from loopx.research.plan import current_plan, plan_version
 from loopx.research.state import baseline_heldout_version, baseline_hypothesis
@@ -41,14 +43,23 @@ def packets_for(view: View, hypothesis_id: str, split: str) -> list[str]:
 
 def _values(view: View, packet_ids: list[str], split: str, metric: dict[str, Any]
             ) -> tuple[list[int], list[float]]:
-    """Every value of the contract's metric for its seeds in these packets, pooled in seq order."""
+    """The contract's metric for its seeds in these packets: one value per seed, the mean of
+    its values, seeds in order of first appearance (rules version 5); before, every value
+    pooled in seq order."""
     seeds, values = [], []
     for packet_id in packet_ids:
         for r_split, r_metric, seed, value in view["packets"][packet_id]["results"]:
             if r_split == split and r_metric == metric["name"] and seed in metric["seeds"]:
                 seeds.append(seed)
                 values.append(value)
-    return seeds, values
+    if not applies(view, 5):
+        return seeds, values
+    # A seed is one replicate: its runs in several packets (attempts, held-out reads) agree far
+    # more than seeds do, so counting them as more seeds would overstate the evidence.
+    runs: dict[int, list[float]] = {}
+    for seed, value in zip(seeds, values, strict=True):
+        runs.setdefault(seed, []).append(value)
+    return list(runs), [math.fsum(v) / len(v) for v in runs.values()]
 
 
 def judgement_payload(view: View, hypothesis_id: str, split: str) -> dict[str, Any]:
