@@ -937,3 +937,33 @@ def test_a_computed_number_that_does_not_recompute_is_caught(fixed: Fixed) -> No
     logged = next(k for k, n in enumerate(numbers) if "derived" not in n)
     with pytest.raises(AssertionError):
         check_numbers([{**numbers[logged], "value": -1}], payload)
+
+
+def test_the_anchor_names_the_write_rules_and_when_each_took_effect() -> None:
+    """A log started under older write rules and upgraded later: the reader learns which rules
+    checked which records (a judgement under version 4 pooled a seed's values, under 5 it
+    averages them)."""
+    from lanes_support import Clock
+
+    from loopx.domains import DOMAINS, RULES_VERSION
+    from loopx.kernel.checks import Credentials
+    from loopx.kernel.domains import Domains
+    from loopx.kernel.ledger import Ledger
+    from loopx.kernel.store import MemoryStore
+    from loopx.testing.research import CONTRACT, ResearchLoop
+    from loopx.workspace import bootstrap_log
+
+    store = MemoryStore(clock=Clock())
+    old = Ledger(store, domains=Domains(DOMAINS.domains, version=DOMAINS.version, rules=4))
+    r = ResearchLoop(old, Credentials("owner", bootstrap_log(old, "old")))
+    r.contract(CONTRACT)
+    assert render(old, "story", "md").text.count(", under write rules version 4.") == 1
+    new = Ledger(store)
+    r.ledger = new
+    r.propose("h1")
+    upgraded = next(rec["seq"] for rec, _ in store.read()
+                    if rec["schema_version"] == "rules_upgrade_v0")
+    said = (f", under write rules version {RULES_VERSION} from seq {upgraded} (before: version 4 "
+            "from seq 1).")
+    for surface, fmt in (("story", "md"), ("story", "html"), ("board", "html")):
+        assert said in unescape(render(new, surface, fmt).text), (surface, fmt)

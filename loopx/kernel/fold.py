@@ -31,14 +31,15 @@ class Reducer(Protocol):
 
 class KernelReducer:
     """Workspace identity and counts: goal, format, owner token digest, records per kind, and
-    the write rules the log is under (``rules``: see :mod:`loopx.kernel.rules`)."""
+    the write rules the log is under (``rules``: see :mod:`loopx.kernel.rules`), with the seq
+    each version took effect at (``rules_since``: ``[seq, version]`` pairs, oldest first)."""
 
     name = "kernel"
-    version = 2
+    version = 3
 
     def initial(self) -> dict[str, Any]:
         return {"goal_id": None, "format_version": None, "owner_token_sha256": None,
-                "records": 0, "kinds": {}, "repairs": 0, "rules": 1}
+                "records": 0, "kinds": {}, "repairs": 0, "rules": 1, "rules_since": []}
 
     def apply(self, state: dict[str, Any], record: Record) -> None:
         kind = record["schema_version"]
@@ -50,10 +51,12 @@ class KernelReducer:
             state["format_version"] = payload["format_version"]
             state["owner_token_sha256"] = payload["owner_token_sha256"]
             state["rules"] = payload.get("rules_version") or 1
+            state["rules_since"] = [[record["seq"], state["rules"]]]
         elif kind == "store_repair_v0":
             state["repairs"] += 1
         elif kind == "rules_upgrade_v0":
             state["rules"] = record["payload"]["to_version"]
+            state["rules_since"].append([record["seq"], state["rules"]])
 
 
 class DomainsReducer:

@@ -104,7 +104,8 @@ def _render(ledger: Ledger, surface: str, fmt: str, workspace_root: Path | None,
     state = ledger.state()
     view = state["lanes"]
     rows = frontier(view)  # the story's and the graph's: computed once
-    story = build(view, state.seq, state.cursor.hash, screen=_screen(workspace_root), rows=rows)
+    story = build(view, state.seq, state.cursor.hash, screen=_screen(workspace_root), rows=rows,
+                  rules_since=state["kernel"]["rules_since"])
     choice = choose(view, story.doc["first_screen"])
     _register_screen(view, story, choice.screen)
     doc = {**story.doc, "first_screen": choice.screen}
@@ -205,7 +206,8 @@ def preview(ledger: Ledger, creds: Credentials, *, workspace_root: Path | None =
 
     state = ledger.state()
     view = state["lanes"]
-    story = build(view, state.seq, state.cursor.hash, screen=_screen(workspace_root))
+    story = build(view, state.seq, state.cursor.hash, screen=_screen(workspace_root),
+                  rules_since=state["kernel"]["rules_since"])
     screen = story.doc["first_screen"]
     if screen_sha256(screen) == screen_sha256(current_screen(view)):
         raise Refused("the first screen has not changed since it was last published: there is "

@@ -41,12 +41,14 @@ __all__ = ["SAFE_TYPES", "Quoted", "Story", "build", "first_screen", "number", "
 
 
 def build(view: View, head_seq: int, head_hash: str, *,
-          screen: Callable[[str], bool] | None = None, rows: list[Row] | None = None) -> Story:
+          screen: Callable[[str], bool] | None = None, rows: list[Row] | None = None,
+          rules_since: list[list[int]] | None = None) -> Story:
     """The case story of the folded state at ``head_seq`` (whose record hash is ``head_hash``).
 
     ``screen(text)`` says whether a todo's free text may be quoted on the board (the redaction
     gate's test; without it every one is quoted and the gate judges them). ``rows``: the
-    frontier of ``view``, if the caller already computed it."""
+    frontier of ``view``, if the caller already computed it. ``rules_since``: the kernel's
+    ``[seq, version]`` pairs of the write rules the log was under."""
     story = Story({})
     r = Reader(story)
     rows = frontier(view) if rows is None else rows
@@ -60,7 +62,8 @@ def build(view: View, head_seq: int, head_hash: str, *,
     story.doc = {
         "schema_version": SCHEMA,
         "anchor": {"head_seq": head_seq,
-                   "head_hash": r.typed(head_hash, "sha256", "head", "head_hash")},
+                   "head_hash": r.typed(head_hash, "sha256", "head", "head_hash"),
+                   "rules": [{"version": v, "since_seq": seq} for seq, v in rules_since or ()]},
         "contract": contract,
         "campaign": _campaign(r, view, status),
         "disclosure": disclosed,

@@ -249,9 +249,20 @@ def _list(values: list[Any]) -> str:
 
 
 def anchor_line(anchor: dict[str, Any]) -> str:
-    """The snapshot the story was rendered from."""
-    return (f"Rendered from the evidence log at seq {anchor['head_seq']}, head hash "
-            f"{anchor['head_hash']}.")
+    """The snapshot the story was rendered from, and the write rules its records were checked
+    under (each upgrade with the seq it took effect at)."""
+    line = (f"Rendered from the evidence log at seq {anchor['head_seq']}, head hash "
+            f"{anchor['head_hash']}")
+    rules = anchor.get("rules") or []
+    if not rules:
+        return line + "."
+    *earlier, last = rules
+    line += f", under write rules version {last['version']}"
+    if earlier:
+        line += (f" from seq {last['since_seq']} (before: "
+                 + ", ".join(f"version {r['version']} from seq {r['since_seq']}"
+                             for r in earlier) + ")")
+    return line + "."
 
 
 def verify_command(anchor: dict[str, Any]) -> str:
