@@ -24,6 +24,7 @@ from loopx.research.decisions import decide
 from loopx.research.evidence import judgement_payload
 from loopx.research.operations import append_packet, propose_hypothesis
 from loopx.research.projections import candidates, frontier, promotion_blockers, row
+from loopx.research.state import dev_attempts
 from loopx.research.stats import judge as welch
 from loopx.testing.research import CONTRACT, GOOD, ResearchLoop
 from loopx.work.agents import register_agent
@@ -292,6 +293,27 @@ def test_attempts_with_the_same_seeds_are_averaged_not_counted_as_more_seeds() -
     assert out["verdict"] == "inconclusive"
     assert math.isclose(out["p_value"], welch(values, baseline=0.9,
                                               direction="maximize").p_value)
+
+
+def test_rerunning_only_the_worst_seeds_buys_nothing() -> None:
+    """An eager executor re-runs only its worst seeds. Averaged into those seeds, the new runs
+    would lift the mean by regression alone (a simulation of null hypotheses: 14.6% of dev
+    judgements supported, against 5.2%): a packet counts toward the values only if it carries
+    every seed, and a partial one stays a cited attempt."""
+    r = loop(max_attempts=3)
+    r.propose("h1")
+    first = r.run("h1", "dev", [0.86, 0.95, 0.94])
+    add_todos(r.ledger, r.agents["ev"], [{
+        "todo_id": "rerun", "title": "re-run seed 0", "role": "research_executor",
+        "action_kind": "run_dev_eval", "assigned_to": "ex", "hypothesis_id": "h1"}])
+    got = should_run(r.ledger, "ex", claim=True, creds=r.agents["ex"])["todo"]
+    rerun = append_packet(r.ledger, r.agents["ex"], packet("h1", "dev", [0.97], seeds=(0,)),
+                          under=(got["todo_id"], got["epoch"]))["packet_id"]
+    out = r.judge("h1", "dev")
+    assert out["packet_ids"] == [first, rerun]  # counted as an attempt, and cited
+    assert out["values"] == [0.86, 0.95, 0.94]  # seed 0 is not (0.86 + 0.97) / 2
+    assert out["verdict"] == "inconclusive"
+    assert len(dev_attempts(view(r), view(r)["hypotheses"]["h1"])) == 2
 
 
 def test_attempts_that_all_failed_are_retry_exhausted_and_say_why() -> None:

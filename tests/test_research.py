@@ -135,10 +135,16 @@ def test_judgements_are_what_the_rule_computes_from_their_packets() -> None:
 def test_a_missing_seed_needs_a_retry_not_a_verdict() -> None:
     r = loop()
     r.propose("h1")
-    r.run("h1", "dev", [0.99, 0.99])  # seeds 0 and 1 only
+    partial = r.run("h1", "dev", [0.99, 0.99])  # seeds 0 and 1 only
     out = judge(r.ledger, r.agents["ev"], "h1", "dev")
     assert (out["verdict"], out["seeds"], out["notes"]) == (
-        "needs_retry", [0, 1], "no acc value for seed(s) 2")
+        "needs_retry", [], "no packet has acc for every seed (0, 1, 2): a measurement is "
+                           "every seed at once")
+    # The partial packet stays an attempt, cited, but gives no values beside a whole one.
+    whole = r.run("h1", "dev", [0.91, 0.92, 0.93])
+    out = judge(r.ledger, r.agents["ev"], "h1", "dev")
+    assert out["packet_ids"] == [partial, whole]
+    assert (out["seeds"], out["values"], out["notes"]) == ([0, 1, 2], [0.91, 0.92, 0.93], None)
 
 
 def test_claimed_evidence_never_counts() -> None:

@@ -43,22 +43,23 @@ def packets_for(view: View, hypothesis_id: str, split: str) -> list[str]:
 
 def _values(view: View, packet_ids: list[str], split: str, metric: dict[str, Any]
             ) -> tuple[list[int], list[float]]:
-    """The contract's metric for its seeds in these packets: one value per seed, the mean of
-    its values, seeds in order of first appearance (rules version 5); before, every value
-    pooled in seq order."""
-    seeds, values = [], []
-    for packet_id in packet_ids:
-        for r_split, r_metric, seed, value in view["packets"][packet_id]["results"]:
-            if r_split == split and r_metric == metric["name"] and seed in metric["seeds"]:
-                seeds.append(seed)
-                values.append(value)
+    """The contract's metric for its seeds in these packets. Under rules version 5: one value
+    per seed, the mean over the packets that carry every contract seed, seeds in order of first
+    appearance; before, every value pooled in seq order."""
+    found = [[(seed, value) for r_split, r_metric, seed, value in view["packets"][p]["results"]
+              if r_split == split and r_metric == metric["name"] and seed in metric["seeds"]]
+             for p in packet_ids]
     if not applies(view, 5):
-        return seeds, values
-    # A seed is one replicate: its runs in several packets (attempts, held-out reads) agree far
-    # more than seeds do, so counting them as more seeds would overstate the evidence.
+        return [s for pairs in found for s, _ in pairs], [v for pairs in found for _, v in pairs]
+    # A seed is one replicate: its re-runs agree far more than seeds do, so they are averaged,
+    # not counted as more seeds. And a measurement is every seed at once: averaging in packets
+    # that re-ran only some seeds would let an agent re-run its worst ones.
+    every = set(metric["seeds"])
     runs: dict[int, list[float]] = {}
-    for seed, value in zip(seeds, values, strict=True):
-        runs.setdefault(seed, []).append(value)
+    for pairs in found:
+        if {s for s, _ in pairs} >= every:
+            for seed, value in pairs:
+                runs.setdefault(seed, []).append(value)
     return list(runs), [math.fsum(v) / len(v) for v in runs.values()]
 
 
@@ -105,6 +106,11 @@ def judgement_payload(view: View, hypothesis_id: str, split: str) -> dict[str, A
                           f"under plan version {plan['version']} yet",
                           hint="an executor runs the baseline on this split first")
         baseline_values = _values(view, baseline_packets, split, metric)[1]
+        if not baseline_values:
+            raise Refused(f"the measured baseline {baseline_id!r} has no {split} packet with "
+                          f"{metric['name']} for every seed under plan version "
+                          f"{plan['version']} yet",
+                          hint="an executor runs the baseline on this split, every seed at once")
     policy = contract["promotion_policy"]
     payload: dict[str, Any] = {
         "hypothesis_id": hypothesis_id, "packet_ids": packet_ids, "split": split,
@@ -117,7 +123,11 @@ def judgement_payload(view: View, hypothesis_id: str, split: str) -> dict[str, A
     }
     missing = [s for s in metric["seeds"] if s not in seeds]
     if missing:
-        payload["notes"] = f"no {metric['name']} value for seed(s) {', '.join(map(str, missing))}"
+        payload["notes"] = (
+            f"no packet has {metric['name']} for every seed "
+            f"({', '.join(map(str, metric['seeds']))}): a measurement is every seed at once"
+            if applies(view, 5) else
+            f"no {metric['name']} value for seed(s) {', '.join(map(str, missing))}")
         return payload
     judged = judge(values, baseline=metric["baseline"], direction=metric["direction"],
                    min_delta=metric["min_delta"], alpha=policy["alpha"],
