@@ -760,3 +760,18 @@ def test_a_judge_todo_of_the_measured_baseline_is_never_handed_out() -> None:
              if v["action_kind"] == "judge_evidence" and v["hypothesis_id"] == "base"]
     assert todos, "the successor rule made a judge todo for the baseline"
     assert should_run(r.ledger, "ev")["reason"] == "no_eligible_todo"
+
+
+def test_the_judge_command_says_why_a_partial_packet_needs_a_retry(tmp_path: Path) -> None:
+    workspace, owner_token = init_workspace(tmp_path, "partial")
+    r = ResearchLoop(workspace.ledger(), Credentials("owner", owner_token))
+    r.contract()
+    r.propose("h1")
+    r.run("h1", "dev", [0.95, 0.96])  # seeds 0 and 1 only
+    r.ledger.store.close()
+    judged = run_loopx(tmp_path, "evidence", "judge", "h1", "--split", "dev", "--agent-id", "ev",
+                       token=r.agents["ev"].token or "")
+    assert judged.returncode == 0, judged.stderr
+    assert judged.stdout.startswith(
+        "h1 dev: needs_retry (no packet has acc for every seed (0, 1, 2): a measurement is "
+        "every seed at once) over seeds - against the assumed baseline 0.9 (seq ")

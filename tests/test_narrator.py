@@ -967,3 +967,14 @@ def test_the_anchor_names_the_write_rules_and_when_each_took_effect() -> None:
             "from seq 1).")
     for surface, fmt in (("story", "md"), ("story", "html"), ("board", "html")):
         assert said in unescape(render(new, surface, fmt).text), (surface, fmt)
+
+
+def test_a_judgement_of_several_packets_is_quoted_as_per_seed_means() -> None:
+    f = fixed_campaign()
+    text = render(f.c.ledger, "story", "md").text
+    assert "per-seed means" not in text  # every judgement so far rests on one packet
+    f.r.run("h-drop", "dev", [0.91, 0.92, 0.93])
+    f.r.run("h-drop", "dev", [0.93, 0.92, 0.91])
+    f.r.judge("h-drop", "dev")
+    text = render(f.c.ledger, "story", "md").text
+    assert "per-seed means [0.92, 0.92, 0.92] over seeds [0, 1, 2]" in section(text, "Evidence")

@@ -148,7 +148,7 @@ def evidence_judge(ctx: click.Context, hypothesis_id: str, split: str, agent_id:
 
     out = run_tool(ctx, "evidence.judge", Judge(hypothesis_id, split),
                    credentials(agent_id, token_file))
-    figures = "" if out["p_value"] is None else (
+    figures = (f" ({out['notes']})" if out["notes"] else "") if out["p_value"] is None else (
         f": mean delta {out['mean_delta']:+.4g}, p {out['p_value']:.3g}")
     if out["control"]:
         figures = f": mean delta {out['mean_delta']:+.4g}{control_words(out)}"

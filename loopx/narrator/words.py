@@ -124,7 +124,10 @@ def judgement_line(j: dict[str, Any]) -> str:
         return f"{split}: judgement {j['event_id']} is private"
     parts = [f"{split}: {j['verdict']} under {j['rule']} on {j['metric']}"]
     if j["values"]:
-        parts.append(f"values {_list(j['values'])} over seeds {_list(j['seeds'])}")
+        # Under rules version 5 a judgement of several packets holds each seed's mean.
+        means = len(j["packet_ids"]) > 1 and len(set(j["seeds"])) == len(j["seeds"])
+        parts.append(f"{'per-seed means' if means else 'values'} {_list(j['values'])} over "
+                     f"seeds {_list(j['seeds'])}")
     baseline = baseline_words(j)
     if baseline:
         parts.append(baseline)

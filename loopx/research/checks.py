@@ -12,6 +12,7 @@ Refusals of research rules raise :class:`ResearchRefused`, which the write path 
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from loopx.governance.state import current_contract
@@ -163,10 +164,7 @@ def _check_packet(view: View, who: Identity, record: Record) -> None:
 def _refuse_repeated_seeds(hypothesis_id: str, results: list[dict[str, Any]]) -> None:
     """A seed is one replicate: re-runs of it reported as separate values would count as more
     seeds, and the test would take their agreement for precision (pseudo-replication)."""
-    times: dict[tuple[str, str, int], int] = {}
-    for r in results:
-        key = (r["split"], r["metric"], r["seed"])
-        times[key] = times.get(key, 0) + 1
+    times = Counter((r["split"], r["metric"], r["seed"]) for r in results)
     repeated = [{"split": split, "metric": metric, "seed": seed, "times": n}
                 for (split, metric, seed), n in times.items() if n > 1]
     if not repeated:
