@@ -27,10 +27,11 @@ from loopx.narrator.first_screen import (
 )
 from loopx.narrator.state import published_screen
 from loopx.narrator.story import Quoted, Story, build
-from loopx.research.projections import frontier
+from loopx.research.projections import Row, frontier
 
 if TYPE_CHECKING:
     from loopx.kernel.checks import Credentials, Identity
+    from loopx.kernel.fold import State
     from loopx.kernel.ledger import Ledger
     from loopx.kernel.store.base import Record
     from loopx.work.state import LaneState
@@ -83,6 +84,12 @@ def _screen(workspace_root: Path | None) -> Callable[[str], bool]:
     return lambda text: not redaction.problems_in(text, roots)
 
 
+def _story(state: State, workspace_root: Path | None, rows: list[Row] | None = None) -> Story:
+    """The case story of the folded ``state`` at its head."""
+    return build(state["lanes"], state.seq, state.cursor.hash, screen=_screen(workspace_root),
+                 rows=rows, rules_since=state["kernel"]["rules_since"])
+
+
 def render(ledger: Ledger, surface: str, fmt: str, *, workspace_root: Path | None = None,
            served_head: str | None = None) -> Rendered:
     """Render the story (``md`` or ``html``) or the board (``html``) at the current head; a
@@ -104,8 +111,7 @@ def _render(ledger: Ledger, surface: str, fmt: str, workspace_root: Path | None,
     state = ledger.state()
     view = state["lanes"]
     rows = frontier(view)  # the story's and the graph's: computed once
-    story = build(view, state.seq, state.cursor.hash, screen=_screen(workspace_root), rows=rows,
-                  rules_since=state["kernel"]["rules_since"])
+    story = _story(state, workspace_root, rows)
     choice = choose(view, story.doc["first_screen"])
     _register_screen(view, story, choice.screen)
     doc = {**story.doc, "first_screen": choice.screen}
@@ -206,8 +212,7 @@ def preview(ledger: Ledger, creds: Credentials, *, workspace_root: Path | None =
 
     state = ledger.state()
     view = state["lanes"]
-    story = build(view, state.seq, state.cursor.hash, screen=_screen(workspace_root),
-                  rules_since=state["kernel"]["rules_since"])
+    story = _story(state, workspace_root)
     screen = story.doc["first_screen"]
     if screen_sha256(screen) == screen_sha256(current_screen(view)):
         raise Refused("the first screen has not changed since it was last published: there is "

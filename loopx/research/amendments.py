@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Any, NoReturn
 
 from loopx.kernel.errors import ResearchRefused
+from loopx.research.state import scored_result
 
 View = dict[str, Any]
 FIXED = ("metric.name", "metric.direction", "metric.baseline_hypothesis")
@@ -35,8 +36,7 @@ NEW_CAMPAIGN = "a different comparison, or looser guardrails, is a new campaign"
 
 def _heldout_since(view: View) -> int | None:
     """The seq of the campaign's first scored held-out packet, if there is one."""
-    return min((p["seq"] for p in view["packets"].values()
-                if p["heldout"] and p["status"] == "scored" and p["provenance"] != "claimed"),
+    return min((p["seq"] for p in view["packets"].values() if p["heldout"] and scored_result(p)),
                default=None)
 
 

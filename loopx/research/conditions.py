@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from loopx.research.state import HELDOUT_ACTION, baseline_hypothesis, counts
+from loopx.research.state import HELDOUT_ACTION, baseline_hypothesis, counts, scored_result
 from loopx.work.extensions import SuccessorCondition
 
 View = dict[str, Any]
@@ -35,8 +35,7 @@ def _dev_verdict(view: View, entry: dict[str, Any]) -> str | None:
 def _attempt_scored(view: View, todo_id: str, todo: dict[str, Any],
                     entry: dict[str, Any]) -> bool:
     packets = (view["packets"][p] for p in entry["packets"])
-    return any(p["todo_id"] == todo_id and p["status"] == "scored"
-               and p["provenance"] != "claimed" for p in packets)
+    return any(p["todo_id"] == todo_id and scored_result(p) for p in packets)
 
 
 def _heldout_todo(view: View, todo_id: str, todo: dict[str, Any],

@@ -14,7 +14,7 @@ from loopx.kernel.errors import NotFound, Refused
 from loopx.kernel.rules import applies
 from loopx.research.control import apply_control, family_position
 from loopx.research.plan import current_plan, plan_version
-from loopx.research.state import baseline_heldout_version, baseline_hypothesis
+from loopx.research.state import baseline_heldout_version, baseline_hypothesis, scored_result
 
 View = dict[str, Any]
 JUDGED_SPLITS = ("dev", "heldout")
@@ -34,8 +34,8 @@ def packets_for(view: View, hypothesis_id: str, split: str) -> list[str]:
         packet = view["packets"][packet_id]
         # Held-out judgements read held-out todos' packets only, and dev judgements never read
         # them: dev values under a held-out claim would be attempts outside the limit.
-        if (packet["status"] == "scored" and packet["provenance"] != "claimed"
-                and packet["plan_version"] == version and packet["heldout"] == heldout
+        if (scored_result(packet) and packet["plan_version"] == version
+                and packet["heldout"] == heldout
                 and any(r[0] == split for r in packet["results"])):
             out.append(packet_id)
     return out

@@ -14,7 +14,7 @@ from loopx.kernel.plain import Value
 from loopx.research.control import first_heldout
 from loopx.research.novelty import standing_audits
 from loopx.research.plan import plan_version
-from loopx.research.state import counts
+from loopx.research.state import counts, scored_result
 
 View = dict[str, Any]
 GATES = ("protected_boundary", "heldout", "novelty", "owner", "first_screen")
@@ -52,8 +52,7 @@ def measured_packets(view: View, entry: dict[str, Any]) -> list[str]:
     first: the results its validity is judged on."""
     version = plan_version(view)
     return [p for p in entry["packets"]
-            if (packet := view["packets"][p])["status"] == "scored"
-            and packet["provenance"] != "claimed" and packet["plan_version"] == version]
+            if scored_result(packet := view["packets"][p]) and packet["plan_version"] == version]
 
 
 def invalid_packets(view: View, entry: dict[str, Any]) -> list[str]:

@@ -53,6 +53,11 @@ def _numbers(value: Any) -> Any:
     return value
 
 
+def scored_result(packet: dict[str, Any]) -> bool:
+    """Whether a packet is a scored result a judgement may count (not of claimed provenance)."""
+    return packet["status"] == "scored" and packet["provenance"] != "claimed"
+
+
 def counts(view: dict[str, Any], judgement: dict[str, Any] | None) -> bool:
     """Whether a judgement counts: not of claimed provenance, and made under the plan version in
     force (an amendment of the plan never rescues, nor keeps, a judgement on the old terms)."""
@@ -88,8 +93,7 @@ def baseline_heldout_version(view: dict[str, Any]) -> int:
     seeds = plans[-1]["plan"]["metric.seeds"]
     same = {p["version"] for p in plans if p["plan"]["metric.seeds"] == seeds}
     scored = [packet["plan_version"] for packet in (view["packets"][p] for p in entry["packets"])
-              if packet["heldout"] and packet["status"] == "scored"
-              and packet["provenance"] != "claimed" and packet["plan_version"] in same]
+              if packet["heldout"] and scored_result(packet) and packet["plan_version"] in same]
     return min(scored, default=version)
 
 
