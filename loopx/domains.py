@@ -14,14 +14,15 @@ from loopx.narrator.domain import DOMAIN as NARRATOR
 from loopx.research.domain import DOMAIN as RESEARCH
 from loopx.work.domain import DOMAIN as WORK
 
-FOLD_VERSION = 16
+FOLD_VERSION = 17
 # The write rules' version: 2 adds the contract's named protected scope and allowed paths,
 # duplicates by fingerprint, the novelty material rules and the claim packet's fields; 3 keeps
 # the campaign's error control from loosening once its held-out family has begun; 4 fixes the
 # comparison and keeps the guardrails from loosening once evidence exists, keeps the held-out
 # data out of the dev data's location, and measures the baseline on held-out data once per seeds;
-# and 5 counts a seed once, in a packet and in a judgement (loopx.kernel.rules says how a log
-# keeps verifying under the rules it was written by).
-RULES_VERSION = 5
+# 5 counts a seed once, in a packet and in a judgement; and 6 measures the campaign's improvement
+# (so its stop policy) against the baseline values the promotion was judged against
+# (loopx.kernel.rules says how a log keeps verifying under the rules it was written by).
+RULES_VERSION = 6
 DOMAINS = Domains((WORK, GOVERNANCE, RESEARCH, NARRATOR), version=FOLD_VERSION,
                   rules=RULES_VERSION)

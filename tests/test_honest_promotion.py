@@ -752,6 +752,46 @@ def test_improvement_is_measured_from_the_measured_baseline() -> None:
     assert last["improvement"] == pytest.approx(0.96 - 0.92)
 
 
+def padded_baseline(r: ResearchLoop, values: dict[int, float]) -> None:
+    """The executor measures the baseline on held-out data and reports every seed in
+    ``values``: the contract's and any others."""
+    add_todos(r.ledger, r.agents["ev"], [{
+        "todo_id": "base-ho", "title": "t", "role": "research_executor",
+        "action_kind": "run_holdout_eval", "assigned_to": "ex", "hypothesis_id": "base"}])
+    got = should_run(r.ledger, "ex", claim=True, creds=r.agents["ex"])["todo"]
+    under = (got["todo_id"], got["epoch"])
+    append_packet(r.ledger, r.agents["ex"], {"hypothesis_id": "base", "status": "scored",
+                  "results": [{"split": "heldout", "metric": "acc", "seed": s, "value": v}
+                              for s, v in values.items()]}, under=under)
+    complete(r.ledger, r.agents["ex"], *under, {"status": "scored"})
+
+
+def test_a_baseline_value_no_judgement_read_never_moves_the_improvement() -> None:
+    """Judgements read the contract's seeds only. Before rules version 6 the campaign's
+    improvement pooled every value of the baseline's held-out packet, so three low values for
+    seeds outside the contract turned a 4.3% improvement into 88%: the stop policy's patience
+    saw progress where the promotion's own test saw 0.04, and a campaign that should have
+    stopped kept running (high values would have stopped one early)."""
+    r = loop(measured=True)
+    amend_contract(r.ledger, r.agents["cur"], "patience", settings=[
+        ("stop_policy.min_improvement_percent", 5.0), ("stop_policy.patience_iterations", 1)])
+    r.propose("base", mechanism="baseline")
+    r.run("base", "dev", BASE)
+    padded_baseline(r, {0: 0.91, 1: 0.92, 2: 0.93, 7: 0.1, 8: 0.1, 9: 0.1})
+    r.supported("h1", GOOD, GOOD)
+    judged = view(r)["hypotheses"]["h1"]["judgements"]["heldout"]
+    assert judged["baseline_values"] == [0.91, 0.92, 0.93]
+    decide(r.ledger, r.agents["ev"], "h1", "promoted")
+    campaign = view(r)["campaign"]
+    last = campaign["iterations"]["last"]
+    assert last["improvement"] == pytest.approx(0.96 - 0.92)
+    assert last["improvement_percent"] == pytest.approx(0.04 / 0.92 * 100)
+    assert not last["improved"] and campaign["iterations"]["stagnant"] == 1
+    assert campaign["status"]["state"] == "stopped"
+    assert campaign["status"]["stop_reasons"] == ["insufficient_improvement"]
+    assert verify_store(r.ledger.store).ok
+
+
 def test_a_judge_todo_of_the_measured_baseline_is_never_handed_out() -> None:
     r = loop(measured=True)
     r.propose("base", mechanism="baseline")

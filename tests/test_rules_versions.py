@@ -291,3 +291,55 @@ def test_a_version_4_log_with_a_seed_reported_twice_keeps_verifying() -> None:
     assert again["seeds"] == [0, 1, 2] and again["values"] == [0.95, 0.95, 0.95]
     report = verify_store(store)
     assert report.ok, report
+
+
+def test_a_version_5_log_whose_improvement_pooled_its_baseline_keeps_verifying() -> None:
+    """Under rules version 5 the campaign's improvement pooled every held-out value of the
+    measured baseline, seeds outside the contract too: a padded baseline made a promotion
+    improve, so no stop was owed with it. Such a log still verifies (its iterations are
+    recounted the old way); from its upgrade on, a promotion improves on the values its
+    judgement compared with."""
+    from loopx.governance.contract import amend_contract
+    from loopx.research.decisions import decide
+    from loopx.research.operations import append_packet
+    from loopx.testing.research import GOOD
+    from loopx.work.claims import complete, should_run
+    from loopx.work.todos import add_todos
+
+    store = MemoryStore(clock=Clock())
+    old = Ledger(store, domains=Domains(DOMAINS.domains, version=DOMAINS.version, rules=5))
+    owner = Credentials("owner", bootstrap_log(old, "old"))
+    r = ResearchLoop(old, owner)
+    r.contract({**CONTRACT, "metric": {**CONTRACT["metric"], "baseline_hypothesis": "base"}})
+    amend_contract(old, r.agents["cur"], "patience", settings=[
+        ("stop_policy.min_improvement_percent", 5.0), ("stop_policy.patience_iterations", 1)])
+    r.propose("base", mechanism="baseline")
+    r.run("base", "dev", [0.9, 0.9, 0.9])
+    add_todos(old, r.agents["ev"], [{
+        "todo_id": "base-ho", "title": "t", "role": "research_executor",
+        "action_kind": "run_holdout_eval", "assigned_to": "ex", "hypothesis_id": "base"}])
+    got = should_run(old, "ex", claim=True, creds=r.agents["ex"])["todo"]
+    under = (got["todo_id"], got["epoch"])
+    padded = {0: 0.91, 1: 0.92, 2: 0.93, 7: 0.1, 8: 0.1, 9: 0.1}
+    append_packet(old, r.agents["ex"], {"hypothesis_id": "base", "status": "scored", "results": [
+        {"split": "heldout", "metric": "acc", "seed": s, "value": v}
+        for s, v in padded.items()]}, under=under)
+    complete(old, r.agents["ex"], *under, {"status": "scored"})
+    r.supported("h1", GOOD, GOOD)
+    r.supported("h2", GOOD, [0.97, 0.97, 0.97])
+    decide(old, r.agents["ev"], "h1", "promoted")
+    pooled = (0.91 + 0.92 + 0.93 + 3 * 0.1) / 6
+    for ledger in (old, Ledger(store)):  # today's loopx folds the log as its writer did
+        campaign = ledger.state()["lanes"]["campaign"]
+        assert campaign["iterations"]["last"]["improvement"] == pytest.approx(0.96 - pooled)
+        assert campaign["status"]["state"] == "planned"  # not stopped
+    assert verify_store(store).ok
+
+    today = Ledger(store)  # and upgrades it at its next write
+    decide(today, r.agents["ev"], "h2", "promoted")
+    assert kinds(store).count("rules_upgrade_v0") == 1
+    lanes = today.state()["lanes"]
+    assert lanes["campaign"]["iterations"]["last"]["improvement"] == pytest.approx(0.01)
+    assert lanes["campaign"]["status"]["stop_reasons"] == ["insufficient_improvement"]
+    report = verify_store(store)
+    assert report.ok, report

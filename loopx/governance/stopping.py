@@ -43,8 +43,9 @@ def next_iteration(iterations: dict[str, Any], contract: dict[str, Any] | None,
                    seq: int, measured_baseline: float | None = None) -> dict[str, Any]:
     """The counters after one more decision (a promotion may raise the best held-out value).
 
-    Before any promotion the reference is the measured baseline's held-out mean when the plan
-    measures one, else the contract's assumed scalar baseline.
+    Before any promotion the reference is ``measured_baseline`` when the plan measures one (the
+    mean the promotion's held-out judgement compared with), else the contract's assumed scalar
+    baseline.
 
     An iteration improves when the best moved by a positive amount that is at least the stop
     policy's ``min_improvement_percent`` of the previous best (any positive move when the previous

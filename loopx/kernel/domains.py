@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 from collections import ChainMap
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -36,6 +36,9 @@ COMPOSITION_ROOT = "loopx.domains"
 SETTINGS = "workspace_settings"
 # Where a checked view carries the rules version its batch is judged by (loopx.kernel.rules).
 RULES = "rules_version"
+# Where folded state carries the rules version the log is under at that point of the fold, so a
+# fold handler that asks for a rule judges each record as the loopx that wrote it did.
+LOG_RULES = "log_rules_version"
 
 
 class KindSpec(Frozen):
@@ -151,7 +154,7 @@ class Domains:
                 if name in self.slices:
                     raise ValueError(f"slice {name!r} is declared by two domains")
                 self.slices[name] = initial
-        self._folds = _by_kind(d.folds for d in self.domains)
+        self._folds = _by_kind([_RULES_FOLDS, *(d.folds for d in self.domains)])
         self._checks: dict[str, tuple[Check, ...]] | None = None
         self._before = _by_kind(d.before_fold for d in self.domains)
         self._after = _by_kind(d.after_fold for d in self.domains)
@@ -274,7 +277,20 @@ class Hook:
         return f"Hook({self.module}.{self.name})"
 
 
-def _by_kind(tables: Iterator[Mapping[str, Any]]) -> dict[str, tuple[Any, ...]]:
+def _genesis_rules(view: View, record: Record, payload: dict[str, Any]) -> None:
+    view[LOG_RULES] = payload.get("rules_version") or 1  # a genesis from before versions: 1
+
+
+def _upgraded_rules(view: View, record: Record, payload: dict[str, Any]) -> None:
+    view[LOG_RULES] = payload["to_version"]
+
+
+# The kernel's own records that move the log's rules version, folded before any domain's.
+_RULES_FOLDS: Mapping[str, FoldHandler] = {"workspace_v0": _genesis_rules,
+                                           "rules_upgrade_v0": _upgraded_rules}
+
+
+def _by_kind(tables: Iterable[Mapping[str, Any]]) -> dict[str, tuple[Any, ...]]:
     out: dict[str, tuple[Any, ...]] = {}
     for table in tables:
         for kind, fn in table.items():

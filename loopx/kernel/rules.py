@@ -4,7 +4,9 @@ Write rules grow stricter over versions. A log records the version it starts und
 genesis record's ``rules_version``) and each upgrade (a ``rules_upgrade_v0`` loopx writes in
 front of the first batch a newer version commits), so `loopx verify` re-checks every record
 under the rules it was written under and a log keeps verifying after loopx is upgraded. A rule
-added in version N asks :func:`level` and applies only from N on.
+added in version N asks :func:`level` and applies only from N on; so does a fold handler, which
+the fold hands the log's version at each record (``LOG_RULES``), so an old log folds today as
+it did when it was written.
 """
 
 from __future__ import annotations
@@ -12,13 +14,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from loopx.kernel.domains import RULES
+from loopx.kernel.domains import LOG_RULES, RULES
 from loopx.kernel.store.quarantine import STORE_AGENT
 
 
 def level(view: Mapping[str, Any]) -> int | None:
-    """The rules version a check judges under (None: the newest, e.g. outside the write path)."""
+    """The rules version a check or a fold judges under: a checked batch's, else the log's at
+    that point of the fold (None: the newest, e.g. a preview outside the write path)."""
     value = view.get(RULES)
+    if value is None:
+        value = view.get(LOG_RULES)
     return None if value is None else int(value)
 
 

@@ -11,6 +11,7 @@ log. Entries are replaced, never edited in place, like every other slice.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from loopx.governance.state import current_contract, meta
@@ -98,7 +99,8 @@ def baseline_heldout_version(view: dict[str, Any]) -> int:
 
 
 def measured_baseline_mean(view: dict[str, Any]) -> float | None:
-    """The measured baseline's mean held-out value as it counts now, if it has one."""
+    """Before rules version 6: the measured baseline's held-out values under the plan version
+    they count from, every value pooled (seeds outside the contract too), if it has any."""
     baseline = baseline_hypothesis(view)
     entry = view["hypotheses"].get(baseline or "")
     if entry is None:
@@ -111,6 +113,25 @@ def measured_baseline_mean(view: dict[str, Any]) -> float | None:
               and view["packets"][p]["status"] == "scored" and r[0] == "heldout"
               and r[1] == plan["plan"]["metric.name"]]
     return sum(values) / len(values) if values else None
+
+
+def judged_baseline_mean(view: dict[str, Any], hypothesis_id: str) -> float | None:
+    """The mean of the measured baseline's values the hypothesis' latest held-out judgement
+    compared with (None: it compared with the assumed baseline, or there is no such judgement)."""
+    entry = view["hypotheses"].get(hypothesis_id)
+    judgement = None if entry is None else entry["judgements"].get("heldout")
+    values = [] if judgement is None else judgement["baseline_values"]
+    return math.fsum(values) / len(values) if values else None
+
+
+def promotion_baseline(view: dict[str, Any], hypothesis_id: str) -> float | None:
+    """The measured baseline a promotion of the hypothesis improves on (None: the contract's
+    assumed one). From rules version 6 the values its held-out judgement compared with: a
+    number no judgement read (a baseline packet's seeds outside the contract, say) could
+    otherwise move the campaign's improvement and its stop policy; before, the pooled mean."""
+    if applies(view, 6):
+        return judged_baseline_mean(view, hypothesis_id)
+    return measured_baseline_mean(view)
 
 
 def heldout_mean(view: dict[str, Any], hypothesis_id: str) -> float | None:
@@ -247,7 +268,8 @@ def _decided(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) ->
     campaign = view["campaign"]
     campaign["iterations"] = next_iteration(
         campaign["iterations"], current_contract(view), p,
-        heldout_mean(view, p["hypothesis_id"]), record["seq"], measured_baseline_mean(view))
+        heldout_mean(view, p["hypothesis_id"]), record["seq"],
+        promotion_baseline(view, p["hypothesis_id"]))
     if withdrawn:
         _standing_best(view)
 
