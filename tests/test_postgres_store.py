@@ -206,6 +206,22 @@ def test_a_postgresql_loopx_store_on_a_file_workspace_is_refused(tmp_path: Path)
     assert (tmp_path / "copy" / ".loopx" / "log" / "000000000001.jsonl").read_bytes() == before
 
 
+
+def test_a_copy_to_a_mistyped_url_is_refused_and_makes_no_directory(tmp_path: Path) -> None:
+    # No server needed. A target with another scheme was taken for a directory path: the
+    # whole log went to ./postgresq:/... (or ./file:/...) and the command said it succeeded.
+    env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_STORE", "PGPASSWORD")}
+    assert _cli("init", "--goal-id", "local", cwd=tmp_path, env=env).returncode == 0
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for to in ("postgresq://loopx:hunter22@db/loopx?log=x", "file:///srv/copy"):
+        refused = _cli("store", "copy", "--to", to, "--json", cwd=tmp_path, env=env)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        error = json.loads(refused.stdout)
+        assert error["error"] == "usage" and "not a postgresql:// one" in error["message"]
+        assert "hunter22" not in refused.stdout + refused.stderr
+        assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
 def test_an_unreachable_server_is_a_storage_error_without_credentials() -> None:
     from loopx.kernel.store.postgres import PostgresStore
 

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from loopx.kernel.errors import IntegrityError, StorageError, WorkspaceError
+from loopx.kernel.errors import IntegrityError, StorageError, UsageProblem, WorkspaceError
 from loopx.kernel.ledger import Ledger
 from loopx.kernel.store.base import Store
 from loopx.kernel.store.copy import Copied, copy_log, copy_rest
@@ -16,6 +16,7 @@ from loopx.kernel.store.fs import fault
 from loopx.kernel.store.location import (
     FILE,
     is_postgres,
+    is_url,
     parse_postgres,
     redact,
     without_password,
@@ -63,6 +64,11 @@ def copy_store(workspace: Workspace, to: str, *, use: bool = False) -> dict[str,
             copied = _copy_to_postgres(source, location, shown, use=use)
             if use:
                 _record_store(workspace, shown)
+        elif is_url(to):  # a mistyped scheme would otherwise become a directory named after it
+            raise UsageProblem(f"--to: {redact(to)!r} is a URL but not a postgresql:// one; "
+                               "nothing was copied",
+                               hint="a target is postgresql://USER@HOST/DB?log=NAME or a "
+                                    "directory path")
         else:
             if use:
                 raise WorkspaceError("--use switches to a PostgreSQL copy; a directory copy is "

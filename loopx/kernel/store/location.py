@@ -29,6 +29,7 @@ _SECRET_PARAMS = frozenset({"password", "sslpassword"})
 # Anything that looks like a URL's ``user:password@``, wherever it appears in a text (up to
 # the last ``@`` before the host, as libpq reads it: a password may hold an unescaped ``@``).
 _USERINFO = lazy_compile(r"(?i)\b([a-z][a-z0-9+.\-]{0,31}://)([^/\s:@]*):([^/\s]*)@")
+_URL_START = lazy_compile(r"[A-Za-z][A-Za-z0-9+.\-]{0,31}://")
 _QUOTED = lazy_compile(r'"[^"]*"|\'[^\']*\'')
 _PASSWORD_PARAM = lazy_compile(r"(?i)\b((?:ssl)?password\s*=\s*)('[^']*'|[^\s&'\"]+)")
 
@@ -36,6 +37,11 @@ _PASSWORD_PARAM = lazy_compile(r"(?i)\b((?:ssl)?password\s*=\s*)('[^']*'|[^\s&'\
 def is_postgres(location: str) -> bool:
     """Whether ``location`` names a PostgreSQL store."""
     return location.startswith(SCHEMES)
+
+
+def is_url(text: str) -> bool:
+    """Whether ``text`` starts like a URL (``scheme://``): never a directory loopx should make."""
+    return _URL_START.match(text) is not None
 
 
 class PostgresLocation(Frozen):
