@@ -978,3 +978,54 @@ def test_a_judgement_of_several_packets_is_quoted_as_per_seed_means() -> None:
     f.r.judge("h-drop", "dev")
     text = render(f.c.ledger, "story", "md").text
     assert "per-seed means [0.92, 0.92, 0.92] over seeds [0, 1, 2]" in section(text, "Evidence")
+
+
+def test_a_value_no_judgement_counts_is_drawn_grey_and_says_why() -> None:
+    """A board reader sees every reported value, but the ones no test reads (claimed evidence,
+    a seed outside the plan, a packet missing a seed, the padding of a measured baseline) were
+    drawn like the ones the judgements counted."""
+    from lanes_support import campaign
+
+    from loopx.kernel.ledger import draft
+    from loopx.research.operations import append_packet
+    from loopx.testing.research import CONTRACT, ResearchLoop
+    from loopx.work.claims import complete, should_run
+    from loopx.work.todos import add_todos
+
+    c = campaign()
+    r = ResearchLoop(c.ledger, c.owner)
+    r.contract({**CONTRACT, "metric": {**CONTRACT["metric"], "baseline_hypothesis": "base"},
+                "promotion_policy": {**CONTRACT["promotion_policy"], "max_attempts": 5}})
+    r.propose("base", mechanism="baseline")
+    r.propose("h1")
+
+    def packet(hid: str, seeds: dict[int, float], *, claimed: bool = False) -> None:
+        add_todos(c.ledger, r.agents["ev"], [{
+            "todo_id": f"t{len(c.ledger.state()['lanes']['todos'])}", "title": "t",
+            "role": "research_executor", "action_kind": "run_dev_eval", "assigned_to": "ex",
+            "hypothesis_id": hid}])
+        got = should_run(c.ledger, "ex", claim=True, creds=r.agents["ex"])["todo"]
+        under = (got["todo_id"], got["epoch"])
+        d = draft({"hypothesis_id": hid, "status": "scored", "results": [
+            {"split": "dev", "metric": "acc", "seed": s, "value": v} for s, v in seeds.items()]},
+            kind="auto_research_evidence_packet_v0", under=under)
+        if claimed:
+            d["provenance"] = "claimed"
+        c.ledger.append(d, creds=r.agents["ex"]) if claimed else append_packet(
+            c.ledger, r.agents["ex"], d["payload"], under=under)
+        complete(c.ledger, r.agents["ex"], *under, {"status": "scored"})
+
+    packet("base", {0: 0.9, 1: 0.9, 2: 0.9, 7: 0.1})  # padded with a seed the plan never named
+    packet("h1", {0: 0.95, 1: 0.96, 2: 0.97})  # counted
+    packet("h1", {0: 0.99, 1: 0.99})  # partial: a measurement is every seed at once
+    packet("h1", {0: 0.99, 1: 0.99, 2: 0.99}, claimed=True)
+    r.judge("h1", "dev")
+    text = render(c.ledger, "board", "html").text
+    svg = chart_of(between(text, 'id="charts"'), "h1")
+    assert len(points(svg, "value")) == 3 and len(points(svg, "baseline")) == 3
+    why = sorted(title.split("; not counted: ")[1] for *_, title in points(svg, "uncounted"))
+    assert why == ["claimed provenance: evidence from outside never counts"] * 3 + [
+        "its packet lacks seed(s) [2] here: a measurement is every seed at once"] * 2 + [
+        "seed 7 is not one of its plan's seeds [0, 1, 2]"]
+    assert "8 value(s) from 3 evidence packet(s), 5 of them counted by no judgement" in text
+    assert "value no judgement counts (its hover says why)" in between(text, 'id="charts"')

@@ -16,6 +16,7 @@ from typing import Any
 
 from loopx.governance.state import current_contract
 from loopx.narrator.reader import Reader
+from loopx.research.evidence import uncounted
 from loopx.research.projections import Row
 
 View = dict[str, Any]
@@ -23,8 +24,8 @@ FINISHED = ("promoted", "retired")
 
 
 def _packets(r: Reader, view: View, hid: str, metric: str) -> tuple[list[dict[str, Any]], int]:
-    """A hypothesis' public packets in log order, each with its values of ``metric``; and how
-    many private packets were left out."""
+    """A hypothesis' public packets in log order, each with its values of ``metric`` (each with
+    why no judgement counts it, if none does); and how many private packets were left out."""
     out, hidden = [], 0
     for pid in view["hypotheses"][hid]["packets"]:
         p = view["packets"].get(pid)
@@ -35,7 +36,8 @@ def _packets(r: Reader, view: View, hid: str, metric: str) -> tuple[list[dict[st
             continue
         rid = r.rid(pid)
         values = [{"split": split, "seed": r.num(seed, rid, f"results.{i}.seed"),
-                   "value": r.num(value, rid, f"results.{i}.value")}
+                   "value": r.num(value, rid, f"results.{i}.value"),
+                   "uncounted": uncounted(view, p, split, metric, seed)}
                   for i, (split, name, seed, value) in enumerate(p["results"])
                   if name == metric]
         if p["status"] == "scored" and not values:

@@ -1,7 +1,9 @@
 """A metric-over-time chart per hypothesis, as inline SVG: every value of the contract's metric
 it has, one mark per seed, per split, in log order (one column per evidence packet), against
 the baseline: the assumed scalar as a labelled dashed line, or the measured baseline's own
-values as hollow marks in their place in the log.
+values as hollow marks in their place in the log. A value no judgement counts (claimed
+evidence, a seed outside its plan's, a packet missing one of them) is drawn grey, its hover
+title saying why.
 
 Only recorded numbers are printed (the lowest and highest value drawn, the assumed baseline);
 the axes carry no invented ticks. Every mark has a hover title naming its packet.
@@ -22,6 +24,14 @@ SPLITS = {"dev": ("circle", "#0969da"), "heldout": ("square", "#bf3989"),
 ASSUMED = Key("dashed", INK, "none", f"assumed baseline ({words.ASSUMED})")
 NO_VALUE = Key("cross", ATTEMPT_GREY, "none", "an attempt without a value (failed, timed out, "
                                               "invalid or cancelled)")
+
+
+def uncounted_key(split: str) -> Key:
+    """A value no judgement counts (claimed, another seed, a partial packet): grey, filled."""
+    shape, _ = SPLITS.get(split, ("diamond", "#6e7781"))
+    name = words.SPLIT_NAMES.get(split, split).lower()
+    return Key(shape, ATTEMPT_GREY, ATTEMPT_GREY,
+               f"{name} value no judgement counts (its hover says why)")
 
 
 def value_key(split: str) -> Key:
@@ -113,13 +123,19 @@ def render(item: dict[str, Any], charts: dict[str, Any], legend: Legend) -> str:
         n = len(packet["values"])
         spread = min(5.0, step * 0.6 / max(n, 1))
         for k, v in enumerate(packet["values"]):
-            key = value_key(v["split"]) if whose == "hypothesis" else baseline_key(v["split"])
             who = label if whose == "hypothesis" else \
                 f"measured baseline {baseline.get('hypothesis_id', '')}"
+            title = point_words(who, packet, v)
+            if v.get("uncounted"):
+                key, kind = uncounted_key(v["split"]), "uncounted"
+                title += "; not counted: " + words.uncounted_words(v["uncounted"], v["seed"])
+            elif whose == "hypothesis":
+                key, kind = value_key(v["split"]), "value"
+            else:
+                key, kind = baseline_key(v["split"]), "baseline"
             parts.append(glyph(legend.use(key), round(x + (k - (n - 1) / 2) * spread, 1),
-                               y_of(v["value"]), 8.0, title=point_words(who, packet, v),
-                               extra=' data-kind="value"' if whose == "hypothesis"
-                               else ' data-kind="baseline"'))
+                               y_of(v["value"]), 8.0, title=title,
+                               extra=f' data-kind="{kind}"'))
     parts.append(f'<text x="{LEFT + plot_w / 2}" y="{H - 8}" font-size="11" '
                  'text-anchor="middle" fill="#57606a">evidence packets in log order \u2192</text>')
     return "".join(parts) + "</svg>"
@@ -136,9 +152,11 @@ def section(charts: dict[str, Any] | None) -> str:
         label = str(item["hypothesis_id"])
         svg = render(item, charts, legend)
         values = sum(len(p["values"]) for p in item["packets"])
+        grey = sum(1 for p in item["packets"] for v in p["values"] if v.get("uncounted"))
         hidden = (f"; {item['hidden']} private attempt(s) not drawn" if item["hidden"] else "")
         caption = (f"{label}: {item['title']}", f"{words.state_words(item)}; "
-                   f"{values} value(s) from {len(item['packets'])} evidence packet(s){hidden}")
+                   f"{values} value(s) from {len(item['packets'])} evidence packet(s)"
+                   f"{f', {grey} of them counted by no judgement' if grey else ''}{hidden}")
         figures.append(f'<figure class="chart" title="{escape(caption[0])}">'
                        f'<figcaption><strong>{escape(caption[0])}</strong>'
                        f'<span class="meta">{escape(caption[1])}</span></figcaption>'

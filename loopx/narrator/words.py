@@ -149,6 +149,19 @@ def judgement_line(j: dict[str, Any]) -> str:
     return "; ".join(parts) + f" ({j['event_id']})"
 
 
+def uncounted_words(reason: dict[str, Any], seed: Any) -> str:
+    """Why no judgement counts a charted value (``research.evidence.uncounted``)."""
+    why = reason["why"]
+    if why == "claimed":
+        return "claimed provenance: evidence from outside never counts"
+    if why == "not_scored":
+        return f"a {reason['status']} attempt: only scored packets count"
+    if why == "other_seed":
+        return f"seed {seed} is not one of its plan's seeds {_list(reason['seeds'])}"
+    return (f"its packet lacks seed(s) {_list(reason['missing'])} here: a measurement is every "
+            "seed at once")
+
+
 def attempt_line(a: dict[str, Any]) -> str:
     """One attempt in words: number, status, branch and commit."""
     if a["private"]:

@@ -63,6 +63,31 @@ def _values(view: View, packet_ids: list[str], split: str, metric: dict[str, Any
     return list(runs), [math.fsum(v) / len(v) for v in runs.values()]
 
 
+def uncounted(view: View, packet: dict[str, Any], split: str, metric: str,
+              seed: int) -> dict[str, Any] | None:
+    """Why no judgement counts this value of ``metric`` in ``packet`` (a ``view["packets"]``
+    entry), as ``{"why": ...}`` with what it needs to say so; None when a judgement on its
+    split may count it, or its split is never judged (``train``)."""
+    if packet["provenance"] == "claimed":
+        return {"why": "claimed"}
+    if packet["status"] != "scored":
+        return {"why": "not_scored", "status": packet["status"]}
+    if split not in JUDGED_SPLITS:
+        return None
+    plans = view["campaign"]["plans"]
+    plan = next((p for p in plans if p["version"] == packet["plan_version"]), None)
+    seeds = [] if plan is None else list(plan["plan"]["metric.seeds"] or [])
+    if seed not in seeds:
+        return {"why": "other_seed", "seeds": seeds}
+    if applies(view, 5):
+        have = {s for r_split, r_metric, s, _ in packet["results"]
+                if r_split == split and r_metric == metric}
+        missing = [s for s in seeds if s not in have]
+        if missing:
+            return {"why": "partial", "missing": missing}
+    return None
+
+
 def judgement_payload(view: View, hypothesis_id: str, split: str) -> dict[str, Any]:
     """The ``research_evidence_event_v0`` payload the rule gives for the hypothesis' packets on
     ``split``: all of them under the plan in force, pooled (see docs/research.md).
