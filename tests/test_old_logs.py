@@ -65,3 +65,28 @@ def test_a_log_from_before_the_restructuring_verifies_and_folds_the_same(tmp_pat
         assert view["research_plans"] == {}
     finally:
         store.close()
+
+
+def test_a_version_5_log_verifies_and_folds_as_its_writer_did(tmp_path: Path) -> None:
+    """``tests/data/rules_v5/log`` was written by loopx at 84f92fd (write rules version 5): a
+    measured baseline whose held-out packet also reports seeds 7, 8 and 9 at 0.1, then two
+    promotions under a stop policy of 5% and a patience of 2. That code pooled the padding
+    into the first promotion's improvement, so it improved and no stop was owed. Today's
+    loopx measures against the judged baseline (rules version 6), but only from an upgrade
+    on: it folds this log as its writer did, and verify holds it to the stops owed then
+    (folded by today's rules, the second promotion would owe a stop the log lacks)."""
+    data = DATA.parent / "rules_v5"
+    shutil.copytree(data / "log", tmp_path / "log")
+    expected = json.loads((data / "expected.json").read_text())
+    store = FileStore(tmp_path)
+    try:
+        report = verify_store(store)
+        assert report.ok, report
+        state = Ledger(store).state()
+        assert (state.seq, state["kernel"]["rules"]) == (expected["seq"], expected["rules"])
+        campaign = state["lanes"]["campaign"]
+        assert _missing(_plain(campaign["iterations"]), expected["iterations"]) == []
+        assert _missing(_plain(campaign["status"]), expected["status"]) == []
+        assert campaign["iterations"]["stagnant"] == 1 and not campaign["status"]["stop_reasons"]
+    finally:
+        store.close()
