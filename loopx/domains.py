@@ -20,9 +20,11 @@ FOLD_VERSION = 17
 # the campaign's error control from loosening once its held-out family has begun; 4 fixes the
 # comparison and keeps the guardrails from loosening once evidence exists, keeps the held-out
 # data out of the dev data's location, and measures the baseline on held-out data once per seeds;
-# 5 counts a seed once, in a packet and in a judgement; and 6 measures the campaign's improvement
-# (so its stop policy) against the baseline values the promotion was judged against
-# (loopx.kernel.rules says how a log keeps verifying under the rules it was written by).
-RULES_VERSION = 6
+# 5 counts a seed once, in a packet and in a judgement; 6 measures the campaign's improvement
+# (so its stop policy) against the baseline values the promotion was judged against; and 7
+# holds the measured baseline's compared packets to the protected boundary gate and to their
+# executor's validity flag (loopx.kernel.rules says how a log keeps verifying under the rules it
+# was written by).
+RULES_VERSION = 7
 DOMAINS = Domains((WORK, GOVERNANCE, RESEARCH, NARRATOR), version=FOLD_VERSION,
                   rules=RULES_VERSION)

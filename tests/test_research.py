@@ -620,3 +620,87 @@ def test_evaluations_of_a_decided_hypothesis_are_not_handed_out() -> None:
     unchanged(r, lambda: r.ledger.append(claim, creds=r.agents["ex"],
                                          kind="auto_research_lane_claim_v1"),
               Refused, "evaluates 'h1', which is already decided")
+
+
+def measured_protected_loop() -> ResearchLoop:
+    c = campaign()
+    r = ResearchLoop(c.ledger, c.owner)
+    r.contract({**CONTRACT, "protected_scope": ["eval/"],
+                "metric": {**CONTRACT["metric"], "baseline_hypothesis": "base"},
+                "promotion_policy": {"required_gates": ["protected_boundary", "heldout"]}})
+    return r
+
+
+def test_a_baseline_measured_with_a_tampered_evaluator_blocks_every_comparison(
+        repo: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The hypothesis' own runs are clean; the measured baseline was run from a branch whose
+    evaluator scores harder, so every hypothesis compared with it looks better. Before rules
+    version 7 the gate checked only the hypothesis' packets, passed, and it was promoted."""
+    base = git(repo, "rev-parse", "HEAD")
+    tree = tmp_path_factory.mktemp("worktrees") / "base"
+    git(repo, "worktree", "add", "-q", "-b", "loopx/base/1", str(tree), base)
+    harder = commit(tree, "eval/score.py", "def score(): return 0.5\n", "score the baseline")
+    clean = commit(repo, "model.py", "width = 128\n", "wider")
+    r = measured_protected_loop()
+    r.propose("base", mechanism="baseline")
+    base_dev = r.run("base", "dev", [0.85, 0.86, 0.84], commits=(base, harder))
+    base_heldout = r.run("base", "heldout", [0.85, 0.86, 0.84], commits=(base, harder))
+    run_both(r, "h1", (base, clean), (base, clean))
+    out = check_gate(r.ledger, r.agents["ev"], "h1", repo=repo)
+    assert out["packets"][-2:] == [base_dev, base_heldout]
+    assert not out["passed"]
+    assert [(v["path"], v["change"], v["commit"]) for v in out["violations"]] == [
+        ("eval/score.py", "modified", harder)]
+    current = row(view(r), "h1")
+    gate = current.gates["protected_boundary"]
+    assert gate.status == "failed" and current.promotion is None
+    assert any(reason.startswith(f"the measured baseline's packet {base_dev} ({base}..{harder})"
+                                 " changes the protected scope") for reason in gate.reasons)
+    refused_and_recorded(r, lambda: decide(r.ledger, r.agents["ev"], "h1", "promoted"),
+                         "no_candidate", "gate protected_boundary failed")
+
+
+def test_a_clean_baseline_passes_and_an_old_check_does_not_cover_it(repo: Path) -> None:
+    base = git(repo, "rev-parse", "HEAD")
+    clean = commit(repo, "model.py", "width = 128\n", "wider")
+    r = measured_protected_loop()
+    r.propose("base", mechanism="baseline")
+    compared = [r.run("base", split, [0.85, 0.86, 0.84], commits=(base, base))
+                for split in ("dev", "heldout")]
+    run_both(r, "h1", (base, clean), (base, clean))
+    # A gate result that covers only the hypothesis' own packets (what checks recorded before
+    # rules version 7) leaves the gate pending on the baseline's.
+    entry = view(r)["hypotheses"]["h1"]
+    own = {"hypothesis_id": "h1", "gate": "protected_boundary", "passed": True,
+           "revision": entry["revision"],
+           "packets": [{"packet_id": p} for p in entry["packets"]],
+           "protected_scope": ["eval/"], "protected_commit": None, "editable_scope": [],
+           "violations": [], "reasons": []}
+    r.ledger.write(r.agents["ev"], lambda v, who, now: r.ledger.prepare(
+        {"payload": own}, who, kind="gate_result_v0", by_loopx=True))
+    gate = row(view(r), "h1").gates["protected_boundary"]
+    assert gate.status == "pending" and gate.reasons == [
+        f"packets not covered by the last check: {', '.join(compared)}"]
+    out = check_gate(r.ledger, r.agents["ev"], "h1", repo=repo)
+    assert out["passed"] and out["packets"][-2:] == compared
+    assert row(view(r), "h1").promotion is not None
+    decide(r.ledger, r.agents["ev"], "h1", "promoted")
+
+
+def test_a_baseline_measured_invalid_is_no_comparator() -> None:
+    """The executor that measured the baseline flagged its held-out run invalid (it read the
+    wrong data): every held-out test compares with that one measurement, so none may promote
+    on it. Before rules version 7 the comparison counted as if the run were sound."""
+    c = campaign()
+    r = ResearchLoop(c.ledger, c.owner)
+    r.contract({**CONTRACT, "metric": {**CONTRACT["metric"], "baseline_hypothesis": "base"}})
+    r.propose("base", mechanism="baseline")
+    r.run("base", "dev", [0.85, 0.86, 0.84])
+    flagged = r.run("base", "heldout", [0.85, 0.86, 0.84], violations=["read the dev split"])
+    r.supported("h1", GOOD, HELDOUT)
+    current = row(view(r), "h1")
+    assert current.promotion is None
+    assert current.detail == ("the measured baseline it was compared with was measured "
+                              f"invalid: {flagged} violates read the dev split")
+    refused_and_recorded(r, lambda: decide(r.ledger, r.agents["ev"], "h1", "promoted"),
+                         "no_candidate", "the measured baseline it was compared with was measured")

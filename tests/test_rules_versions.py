@@ -343,3 +343,49 @@ def test_a_version_5_log_whose_improvement_pooled_its_baseline_keeps_verifying()
     assert lanes["campaign"]["status"]["stop_reasons"] == ["insufficient_improvement"]
     report = verify_store(store)
     assert report.ok, report
+
+
+def test_a_version_6_log_whose_gate_left_out_the_baseline_keeps_verifying() -> None:
+    """Under rules version 6 the protected boundary gate covered the hypothesis' own packets;
+    a promotion on such a check still verifies. From the upgrade on, the gate also waits for
+    the measured baseline's compared packets."""
+    from loopx.research.decisions import decide
+    from loopx.research.projections import row
+    from loopx.testing.research import GOOD
+
+    store = MemoryStore(clock=Clock())
+    old = Ledger(store, domains=Domains(DOMAINS.domains, version=DOMAINS.version, rules=6))
+    owner = Credentials("owner", bootstrap_log(old, "old"))
+    r = ResearchLoop(old, owner)
+    r.contract({**CONTRACT, "protected_scope": ["eval/"],
+                "metric": {**CONTRACT["metric"], "baseline_hypothesis": "base"},
+                "promotion_policy": {"required_gates": ["protected_boundary", "heldout"]}})
+    r.propose("base", mechanism="baseline")
+    r.run("base", "dev", [0.85, 0.86, 0.84])
+    r.run("base", "heldout", [0.85, 0.86, 0.84])
+
+    def own_packets_checked(hid: str) -> None:
+        entry = r.ledger.state()["lanes"]["hypotheses"][hid]
+        payload = {"hypothesis_id": hid, "gate": "protected_boundary", "passed": True,
+                   "revision": entry["revision"],
+                   "packets": [{"packet_id": p} for p in entry["packets"]],
+                   "protected_scope": ["eval/"], "protected_commit": None, "editable_scope": [],
+                   "violations": [], "reasons": []}
+        r.ledger.write(r.agents["ev"], lambda v, who, now: r.ledger.prepare(
+            {"payload": payload}, who, kind="gate_result_v0", by_loopx=True))
+
+    r.supported("h1", GOOD, GOOD)
+    own_packets_checked("h1")
+    decide(old, r.agents["ev"], "h1", "promoted")  # accepted then
+    assert verify_store(store).ok
+
+    r.ledger = Ledger(store)  # today's loopx upgrades the log at its next write
+    r.supported("h2", GOOD, [0.97, 0.97, 0.97], mechanism="other")
+    own_packets_checked("h2")
+    assert kinds(store).count("rules_upgrade_v0") == 1
+    gate = row(r.ledger.state()["lanes"], "h2").gates["protected_boundary"]
+    assert gate.status == "pending" and gate.reasons[0].startswith(
+        "packets not covered by the last check: ")
+    assert row(r.ledger.state()["lanes"], "h1").state == "promoted"
+    report = verify_store(store)
+    assert report.ok, report

@@ -11,6 +11,7 @@ from typing import Any
 
 from loopx.governance.state import current_contract
 from loopx.kernel.plain import Value
+from loopx.kernel.rules import applies
 from loopx.research.control import first_heldout
 from loopx.research.novelty import standing_audits
 from loopx.research.plan import plan_version
@@ -18,6 +19,8 @@ from loopx.research.state import counts, scored_result
 
 View = dict[str, Any]
 GATES = ("protected_boundary", "heldout", "novelty", "owner", "first_screen")
+# How the protected boundary check names a packet of the measured baseline in its reasons.
+BASELINE_PACKET = "the measured baseline's packet"
 
 
 class Gate(Value):
@@ -44,6 +47,17 @@ def relied_packets(entry: dict[str, Any]) -> list[str]:
         judgement = entry["judgements"].get(split)
         if judgement is not None:
             out += [p for p in judgement["packet_ids"] if p not in out]
+    return out
+
+
+def compared_packets(entry: dict[str, Any]) -> list[str]:
+    """The measured baseline's packets the hypothesis' latest dev and held-out judgements
+    compared it with: its comparison is only as sound as the code they ran."""
+    out: list[str] = []
+    for split in ("dev", "heldout"):
+        judgement = entry["judgements"].get(split)
+        if judgement is not None:
+            out += [p for p in judgement.get("baseline_packet_ids") or () if p not in out]
     return out
 
 
@@ -105,14 +119,20 @@ def gates(view: View, entry: dict[str, Any]) -> dict[str, Gate]:
 
     boundary = entry["boundary"]
     relied = relied_packets(entry)
+    if applies(view, 7):
+        # A comparator run from a tampered evaluator would make every hypothesis look better.
+        relied += [p for p in compared_packets(entry) if p not in relied]
     if "protected_boundary" not in required:
         out["protected_boundary"] = Gate("protected_boundary", False, "not_required")
     elif boundary is None:
         out["protected_boundary"] = Gate("protected_boundary", True, "pending",
                                          ["not checked from git yet (`loopx gate check`)"])
     elif boundary["violations"]:
-        out["protected_boundary"] = Gate("protected_boundary", True, "failed",
-                                         boundary["violations"], [boundary["record_id"]])
+        out["protected_boundary"] = Gate(
+            "protected_boundary", True, "failed",
+            [*boundary["violations"],
+             *(r for r in boundary["reasons"] if r.startswith(BASELINE_PACKET))],
+            [boundary["record_id"]])
     elif not boundary["passed"]:
         # Nothing could be verified (no git, unknown commits): promotion stays blocked, but
         # that is no evidence of tampering, so it is no guardrail failure either.

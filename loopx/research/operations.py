@@ -112,8 +112,9 @@ def audit_novelty(ledger: Ledger, creds: Credentials, hypothesis_id: str, verdic
 def check_gate(ledger: Ledger, creds: Credentials, hypothesis_id: str, *,
                repo: Path | None) -> dict[str, Any]:
     """Verify the protected boundary from git for every packet the hypothesis' judgements rest
-    on (the protected scope, and the editable scope when the contract sets one), and record the
-    result (``gate_result_v0``), passed or failed.
+    on, and the measured baseline's they compared it with (the protected scope, and the
+    editable scope when the contract sets one), and record the result (``gate_result_v0``),
+    passed or failed.
 
     Git runs before the lock, on the hypothesis as it stands; the write is refused if the
     hypothesis changed meanwhile (check again).
@@ -121,6 +122,7 @@ def check_gate(ledger: Ledger, creds: Credentials, hypothesis_id: str, *,
     Raises:
         NotFound: no such hypothesis; Refused: no contract, or it changed during the check.
     """
+    from loopx.research.gates import BASELINE_PACKET, compared_packets
     from loopx.research.projections import relied_packets
     from loopx.research.protected import check_boundary
 
@@ -132,8 +134,11 @@ def check_gate(ledger: Ledger, creds: Credentials, hypothesis_id: str, *,
     if contract is None:
         raise Refused("there is no contract: the protected scope comes from it")
     relied = relied_packets(entry) or list(entry["packets"])
+    compared = [p for p in compared_packets(entry) if p not in relied]
     packets = [{"packet_id": p, "base_commit": view["packets"][p]["base_commit"],
-                "evaluated_commit": view["packets"][p]["evaluated_commit"]} for p in relied]
+                "evaluated_commit": view["packets"][p]["evaluated_commit"],
+                **({"label": f"{BASELINE_PACKET} {p}"} if p in compared else {})}
+               for p in [*relied, *compared]]
     pinned = contract.get("protected_commit")
     protected = list(contract["protected_scope"])
     editable = list(contract.get("editable_scope") or [])

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from loopx.kernel.rules import applies
 from loopx.research.completeness import completeness
 from loopx.research.fingerprint import earlier_duplicates
 from loopx.research.gates import (
     GATES,
     Gate,
+    compared_packets,
     control_words,
     final_heldout,
     gates,
@@ -118,6 +120,14 @@ def promotion_blockers(view: View, entry: dict[str, Any],
     invalid = invalid_packets(view, entry)
     if invalid:
         out.append(f"an invalid result is never promoted: {_violations(view, invalid)}")
+    if applies(view, 7):
+        # The comparison is only as sound as the comparator: one its executor measured invalid
+        # says nothing about the hypothesis.
+        flagged = [p for p in compared_packets(entry)
+                   if not view["packets"][p].get("valid", True)]
+        if flagged:
+            out.append("the measured baseline it was compared with was measured invalid: "
+                       + _violations(view, flagged))
     return out
 
 

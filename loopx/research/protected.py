@@ -162,7 +162,8 @@ def check_boundary(repo: Path | None, packets: list[dict[str, Any]],
             reasons.append(f"packet #{number} is not an object: its range cannot be checked")
             continue
         packet_id = packet.get("packet_id")
-        label = f"packet {packet_id}" if packet_id not in (None, "") else f"packet #{number}"
+        label = packet.get("label") or (f"packet {packet_id}" if packet_id not in (None, "")
+                                        else f"packet #{number}")
         base, evaluated = packet.get("base_commit"), packet.get("evaluated_commit")
         missing = [name for name, value in (("base_commit", base), ("evaluated_commit", evaluated))
                    if value in (None, "")]
