@@ -1,5 +1,6 @@
-"""Lanes that hit a fault, with real processes: a command that cannot start is a recorded failed
-attempt (not a wedged claim), a crashed attempt's branch is kept and never reused, and the
+"""Lanes that hit a fault, with real processes: a command known not to start stops the lane
+before it claims anything, one that fails to start once claimed is a recorded failed attempt
+(not a wedged claim), a crashed attempt's branch is kept and never reused, and the
 narrator still tells the last chapter after the campaign stopped on its budget."""
 
 from __future__ import annotations
@@ -123,16 +124,45 @@ def _missing_directory(lane: Lane) -> tuple[list[str], str]:
 @needs_git
 @pytest.mark.parametrize("make", [_typo, _not_executable, _missing_directory],
                          ids=["typo", "not_executable", "missing_directory"])
-def test_a_command_that_cannot_start_is_a_failed_attempt_and_the_next_run_succeeds(
+def test_a_command_known_not_to_start_stops_the_lane_before_any_claim(
         lane: Lane, make: Any) -> None:
+    """A typo is bad input: nothing is claimed or written. Claimed first, it cost the todo an
+    attempt and, on a held-out todo, the hypothesis its one held-out read (a claim counts as
+    one whether or not the command then ran)."""
+    with find_workspace(lane.root).store() as store:
+        head = store.head()
     command, os_error = make(lane)
     done = lane.lane(*command, max_attempts=0)  # no limit: it must stop by itself
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     report = json.loads(done.stdout)
-    assert report["stopped_because"] == "command_cannot_start"
-    [attempt] = report["attempts"]  # one attempt, not every attempt of every todo
     want = f"cannot start the command `{' '.join(command)}`: {os_error}"
+    assert (report["stopped_because"], report["reason"], report["attempts"]) == (
+        "command_cannot_start", want, [])
+    assert f"stopping before any claim: {want}; nothing was claimed" in done.stderr
+    with find_workspace(lane.root).store() as store:
+        assert store.head() == head  # nothing written
+    assert (lane.todo("dev-1")["status"], lane.todo("dev-1")["epoch"]) == ("open", 0)
+    # The same lane, with a command that works, takes the todo as if nothing had happened.
+    again = lane.lane(sys.executable, str(lane.script("scored", SCORED)))
+    assert again.returncode == 0 and "Traceback" not in again.stderr, again.stderr
+    assert json.loads(again.stdout)["completed"] == 1
+    assert lane.branches() == ["loopx/dev-1/1"]
+
+
+@needs_git
+def test_a_command_that_cannot_start_once_claimed_is_a_failed_attempt(lane: Lane) -> None:
+    # A path relative to the executor's worktree cannot be looked up before the claim makes
+    # that worktree: it fails there, as a failed attempt, not a wedged claim.
+    command = ["./no-such-train.sh"]
+    done = lane.lane(*command, max_attempts=0)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    report = json.loads(done.stdout)
+    assert report["stopped_because"] == "command_cannot_start" and report["reason"] is None
+    [attempt] = report["attempts"]  # one attempt, not every attempt of every todo
+    want = ("cannot start the command `./no-such-train.sh`: No such file or directory: "
+            "'./no-such-train.sh'")
     assert (attempt["outcome"], attempt["reason"]) == ("failed", want)
     # The failure names the command and the OS error, with the unscored packet, in one batch.
     [failure] = [r for r in lane.records("todo_event_v0") if r["payload"]["event"] == "failed"]
@@ -262,3 +292,18 @@ def test_the_narrator_tells_the_last_chapter_after_a_budget_stop(tmp_path: Path)
     refused = run_loopx(root, "todo", "claim", "costly", "--agent-id", "narr", "--json",
                         token=narr)
     assert refused.returncode != 0 and "over_budget cpu_hours" in refused.stdout
+
+
+@needs_git
+def test_a_persistent_command_that_cannot_start_claims_nothing(lane: Lane) -> None:
+    missing = str(lane.tmp / "no-such-worker")
+    args = [sys.executable, "-m", "loopx.cli", "-C", str(lane.root), "lane", "run",
+            "--agent-id", "ex", "--idle-polls", "1", "--persistent", "--json", "--", missing]
+    env = {**os.environ, **GIT_ENV, "LOOPX_TOKEN": str(lane.r.agents["ex"].token)}
+    done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120,
+                          check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    report = json.loads(done.stdout)
+    assert report["reason"] == (f"cannot start the command `{missing}`: No such file or "
+                                f"directory: {missing!r}")
+    assert report["attempts"] == [] and lane.todo("dev-1")["epoch"] == 0

@@ -49,8 +49,9 @@ def lane_run(ctx: click.Context, role: str | None, agent_id: str, token_file: Pa
              no_worktree: bool, persistent: bool, as_json: bool,
              command: tuple[str, ...]) -> None:
     """Run one lane: claim what should-run selects, run CMD for it (the claim packet on stdin
-    and in LOOPX_* variables, no token), record its loopx_lane_result_v0, repeat. A CMD that
-    cannot start is recorded as a failed attempt and stops the lane (exit 2)."""
+    and in LOOPX_* variables, no token), record its loopx_lane_result_v0, repeat. A CMD known
+    not to start stops the lane before any claim (exit 2, nothing written); one that fails to
+    start once claimed is recorded as a failed attempt and stops it too."""
     from loopx.cli.app import workspace_of
     from loopx.runner.run import RunnerOptions, run_lane
 
@@ -63,7 +64,7 @@ def lane_run(ctx: click.Context, role: str | None, agent_id: str, token_file: Pa
                        f"{out['completed']} completed, {out['failed']} failed, "
                        f"{out['released']} released")
     if out["stopped_because"] == "command_cannot_start":
-        ctx.exit(2)  # the command given is bad input; its failed attempt is recorded
+        ctx.exit(2)  # the command given is bad input
 
 
 @lane.command("prompt")

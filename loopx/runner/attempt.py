@@ -4,12 +4,15 @@ started)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 MAX_OUTPUT = 16 * 1024 * 1024  # stdout bytes kept from one command; more fails the attempt
@@ -46,13 +49,14 @@ class LaneReport:
     role: str
     stopped_because: str = ""
     attempts: list[Attempt] = field(default_factory=list)
+    reason: str | None = None  # why it stopped before claiming anything, if it did
 
     def to_json(self) -> dict[str, Any]:
         """The run as stable JSON."""
         counts = {o: sum(1 for a in self.attempts if a.outcome == o)
                   for o in ("completed", "failed", "released")}
         return {"agent_id": self.agent_id, "role": self.role,
-                "stopped_because": self.stopped_because, **counts,
+                "stopped_because": self.stopped_because, "reason": self.reason, **counts,
                 "attempts": [a.to_json() for a in self.attempts]}
 
 
@@ -89,6 +93,28 @@ def start_failure(command: list[str], exc: OSError) -> str:
     if exc.filename is not None:
         why = f"{why}: {os.fsdecode(exc.filename)!r}"
     return f"cannot start the command `{shlex.join(command)}`: {why}"
+
+
+def foreseen_failure(command: list[str], cwd: Path | None) -> str | None:
+    """Why the command surely cannot start, known before any todo is claimed: a program not on
+    ``PATH``, or a path that does not exist or is not executable (``cwd``: where a relative
+    path is looked up, None when that place does not exist yet). None: it may start."""
+    program = command[0]
+    if "/" not in program:
+        if shutil.which(program) is None:
+            return start_failure(command, FileNotFoundError(
+                errno.ENOENT, os.strerror(errno.ENOENT), program))
+        return None
+    if not os.path.isabs(program) and cwd is None:
+        return None
+    path = Path(program) if os.path.isabs(program) else Path(cwd or ".") / program
+    if not path.exists():
+        return start_failure(command, FileNotFoundError(
+            errno.ENOENT, os.strerror(errno.ENOENT), program))
+    if path.is_dir() or not os.access(path, os.X_OK):
+        return start_failure(command, PermissionError(
+            errno.EACCES, os.strerror(errno.EACCES), program))
+    return None
 
 
 def kill_group(child: subprocess.Popen[bytes]) -> None:

@@ -7,8 +7,10 @@ environment (the token removed), heartbeats the lease while it runs, reads a
 the result's records with the completion in one batch, or the failure with its exit status.
 A command that cannot start, fails, hangs past its timeout or prints an invalid result is a
 failed attempt, recorded (without whatever part of it is refused, never not at all); the
-attempt's CPU and wall time are recorded as usage. A command that cannot start also stops the
-runner, which would otherwise fail every todo it claims the same way. A fault of the runner itself (no worktree
+attempt's CPU and wall time are recorded as usage. A command known not to start (a program
+not on ``PATH``, a path that does not exist or is not executable) stops the runner before it
+claims anything; one that fails to start only once claimed is a failed attempt and stops it
+too, since it would fail every todo the same way. A fault of the runner itself (no worktree
 can be made) releases the claim before it stops. SIGTERM or Ctrl-C releases the held claim; a
 crash leaves it to expire and be reclaimed (or to the same agent, which resumes it on a fresh
 branch). With ``persistent`` the command is started once and handed one todo per line
@@ -35,6 +37,7 @@ from loopx.runner.attempt import (
     Attempt,
     LaneReport,
     OutputReader,
+    foreseen_failure,
     kill_group,
     start_failure,
 )
@@ -106,12 +109,13 @@ class LaneRunner:
         """Claim and run todos until there is a reason to stop."""
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
-            if self.options.persistent:
-                try:
-                    # Started before the first claim, so its loading overlaps others' work.
-                    self._start_worker()
-                except OSError:
-                    pass  # the first attempt tries again and records why it cannot start
+            failure = self._foreseen_failure()
+            if failure is not None:
+                # Caught before any claim: a typo must not cost a todo an attempt, nor a
+                # hypothesis its held-out read (a claim counts as one, started or not).
+                self.log(f"stopping before any claim: {failure}; nothing was claimed")
+                self.report.stopped_because, self.report.reason = "command_cannot_start", failure
+                return self.report
             self._loop()
         except _Stop:
             self.report.stopped_because = "signal"
@@ -121,6 +125,20 @@ class LaneRunner:
             self._stop_worker()
             self.ledger.store.close()
         return self.report
+
+    def _foreseen_failure(self) -> str | None:
+        """Why the command cannot start, if that is known before claiming: a persistent one is
+        started now (so its loading overlaps others' work); another is looked up where it will
+        run (an executor's worktree does not exist yet: only an absolute path or ``PATH``)."""
+        if self.options.persistent:
+            try:
+                self._start_worker()
+            except OSError as exc:
+                return start_failure(self.options.command, exc)
+            return None
+        in_worktree = self.options.worktrees and self.report.role == "research_executor"
+        return foreseen_failure(self.options.command,
+                                None if in_worktree else self.workspace.root)
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self.stopping = True
