@@ -178,3 +178,16 @@ MINIMAL_CONTRACT: dict[str, Any] = {
     "protected_scope": ["eval/"],
     "tool_risks": {"lab.inspect": "read", "lab.train": "compute"},
 }
+
+
+def own_packets_checked(ledger: Ledger, creds: Credentials, hypothesis_id: str) -> None:
+    """A passed protected-boundary result covering the hypothesis' own packets only, as
+    ``loopx gate check`` recorded it before rules version 7 (no git needed)."""
+    entry = ledger.state()["lanes"]["hypotheses"][hypothesis_id]
+    payload = {"hypothesis_id": hypothesis_id, "gate": "protected_boundary", "passed": True,
+               "revision": entry["revision"],
+               "packets": [{"packet_id": p} for p in entry["packets"]],
+               "protected_scope": ["eval/"], "protected_commit": None, "editable_scope": [],
+               "violations": [], "reasons": []}
+    ledger.write(creds, lambda view, who, now: ledger.prepare(
+        {"payload": payload}, who, kind="gate_result_v0", by_loopx=True))

@@ -39,10 +39,14 @@ def _missing(actual: Any, expected: Any, where: str = "") -> list[str]:
     return [] if actual == expected else [f"{where}: {expected!r} became {actual!r}"]
 
 
+def _kept(data: Path, tmp_path: Path) -> tuple[FileStore, dict[str, Any]]:
+    """A copy of the log kept in ``data``, opened, and what its writer folded from it."""
+    shutil.copytree(data / "log", tmp_path / "log")
+    return FileStore(tmp_path), json.loads((data / "expected.json").read_text())
+
+
 def test_a_log_from_before_the_restructuring_verifies_and_folds_the_same(tmp_path: Path) -> None:
-    shutil.copytree(DATA / "log", tmp_path / "log")
-    expected = json.loads((DATA / "expected.json").read_text())
-    store = FileStore(tmp_path)
+    store, expected = _kept(DATA, tmp_path)
     try:
         report = verify_store(store)
         assert report.ok, report
@@ -75,10 +79,7 @@ def test_a_version_5_log_verifies_and_folds_as_its_writer_did(tmp_path: Path) ->
     loopx measures against the judged baseline (rules version 6), but only from an upgrade
     on: it folds this log as its writer did, and verify holds it to the stops owed then
     (folded by today's rules, the second promotion would owe a stop the log lacks)."""
-    data = DATA.parent / "rules_v5"
-    shutil.copytree(data / "log", tmp_path / "log")
-    expected = json.loads((data / "expected.json").read_text())
-    store = FileStore(tmp_path)
+    store, expected = _kept(DATA.parent / "rules_v5", tmp_path)
     try:
         report = verify_store(store)
         assert report.ok, report

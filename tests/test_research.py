@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from helpers import git
-from lanes_support import campaign
+from lanes_support import campaign, own_packets_checked
 
 from loopx.governance.actions import decide_approval, pending_approvals
 from loopx.governance.contract import amend_contract
@@ -670,14 +670,7 @@ def test_a_clean_baseline_passes_and_an_old_check_does_not_cover_it(repo: Path) 
     run_both(r, "h1", (base, clean), (base, clean))
     # A gate result that covers only the hypothesis' own packets (what checks recorded before
     # rules version 7) leaves the gate pending on the baseline's.
-    entry = view(r)["hypotheses"]["h1"]
-    own = {"hypothesis_id": "h1", "gate": "protected_boundary", "passed": True,
-           "revision": entry["revision"],
-           "packets": [{"packet_id": p} for p in entry["packets"]],
-           "protected_scope": ["eval/"], "protected_commit": None, "editable_scope": [],
-           "violations": [], "reasons": []}
-    r.ledger.write(r.agents["ev"], lambda v, who, now: r.ledger.prepare(
-        {"payload": own}, who, kind="gate_result_v0", by_loopx=True))
+    own_packets_checked(r.ledger, r.agents["ev"], "h1")
     gate = row(view(r), "h1").gates["protected_boundary"]
     assert gate.status == "pending" and gate.reasons == [
         f"packets not covered by the last check: {', '.join(compared)}"]

@@ -9,7 +9,7 @@ from there on the newer rules hold, for writes and for verify alike.
 from __future__ import annotations
 
 import pytest
-from lanes_support import Clock
+from lanes_support import Clock, own_packets_checked
 
 from loopx.domains import DOMAINS, RULES_VERSION
 from loopx.kernel.checks import Credentials
@@ -364,24 +364,14 @@ def test_a_version_6_log_whose_gate_left_out_the_baseline_keeps_verifying() -> N
     r.run("base", "dev", [0.85, 0.86, 0.84])
     r.run("base", "heldout", [0.85, 0.86, 0.84])
 
-    def own_packets_checked(hid: str) -> None:
-        entry = r.ledger.state()["lanes"]["hypotheses"][hid]
-        payload = {"hypothesis_id": hid, "gate": "protected_boundary", "passed": True,
-                   "revision": entry["revision"],
-                   "packets": [{"packet_id": p} for p in entry["packets"]],
-                   "protected_scope": ["eval/"], "protected_commit": None, "editable_scope": [],
-                   "violations": [], "reasons": []}
-        r.ledger.write(r.agents["ev"], lambda v, who, now: r.ledger.prepare(
-            {"payload": payload}, who, kind="gate_result_v0", by_loopx=True))
-
     r.supported("h1", GOOD, GOOD)
-    own_packets_checked("h1")
+    own_packets_checked(r.ledger, r.agents["ev"], "h1")
     decide(old, r.agents["ev"], "h1", "promoted")  # accepted then
     assert verify_store(store).ok
 
     r.ledger = Ledger(store)  # today's loopx upgrades the log at its next write
     r.supported("h2", GOOD, [0.97, 0.97, 0.97], mechanism="other")
-    own_packets_checked("h2")
+    own_packets_checked(r.ledger, r.agents["ev"], "h2")
     assert kinds(store).count("rules_upgrade_v0") == 1
     gate = row(r.ledger.state()["lanes"], "h2").gates["protected_boundary"]
     assert gate.status == "pending" and gate.reasons[0].startswith(
