@@ -697,3 +697,47 @@ def test_a_baseline_measured_invalid_is_no_comparator() -> None:
                               f"invalid: {flagged} violates read the dev split")
     refused_and_recorded(r, lambda: decide(r.ledger, r.agents["ev"], "h1", "promoted"),
                          "no_candidate", "the measured baseline it was compared with was measured")
+
+
+def test_a_packet_no_judgement_can_cite_never_holds_a_hypothesis_at_judge_evidence() -> None:
+    """The frontier asked the evaluator to judge every scored packet no judgement cited, but a
+    claimed packet, one measured under an earlier plan version and one with train values only
+    can never be cited: judging again changed nothing, and the hypothesis stayed at
+    judge_evidence for good instead of going on to its held-out test."""
+    from loopx.kernel.ledger import draft
+    from loopx.research.operations import append_packet
+    from loopx.work.claims import complete
+
+    r = loop()
+    r.propose("h1")
+    r.run("h1", "dev", [0.9, 0.9, 0.9])
+    r.judge("h1", "dev")
+    amend_contract(r.ledger, r.agents["cur"], "one more attempt",
+                   settings=[("promotion_policy.max_attempts", 4)])
+    r.run("h1", "dev", GOOD)  # under plan version 2: the judgement cites this one only
+
+    def packet(hid: str, split: str, *, claimed: bool = False) -> None:
+        add_todos(r.ledger, r.agents["ev"], [{
+            "todo_id": f"{hid}-{split}-{claimed}", "title": "t", "role": "research_executor",
+            "action_kind": "run_dev_eval", "assigned_to": "ex", "hypothesis_id": hid}])
+        todo = should_run(r.ledger, "ex", claim=True, creds=r.agents["ex"])["todo"]
+        under = (todo["todo_id"], todo["epoch"])
+        payload = {"hypothesis_id": hid, "status": "scored", "results": [
+            {"split": split, "metric": "acc", "seed": s, "value": 0.99} for s in (0, 1, 2)]}
+        if claimed:
+            d = draft(payload, kind="auto_research_evidence_packet_v0", under=under)
+            r.ledger.append({**d, "provenance": "claimed"}, creds=r.agents["ex"])
+        else:
+            append_packet(r.ledger, r.agents["ex"], payload, under=under)
+        complete(r.ledger, r.agents["ex"], *under, {"status": "scored"})
+
+    packet("h1", "train")
+    packet("h1", "dev", claimed=True)
+    r.judge("h1", "dev")
+    current = row(view(r), "h1")
+    assert (current.state, current.next_action) == ("supported", "run_holdout_eval")
+    # A packet a judgement can cite is still waited for.
+    r.run("h1", "dev", GOOD)
+    current = row(view(r), "h1")
+    assert (current.state, current.next_action) == ("evidence_recorded", "judge_evidence")
+    assert current.detail == f"judge packets {view(r)['hypotheses']['h1']['packets'][-1]}"

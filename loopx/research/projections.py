@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 from loopx.kernel.rules import applies
 from loopx.research.completeness import completeness
+from loopx.research.evidence import JUDGED_SPLITS, packets_for
 from loopx.research.fingerprint import earlier_duplicates
 from loopx.research.gates import (
     GATES,
@@ -334,9 +335,13 @@ def _state(view: View, entry: dict[str, Any], gate_rows: dict[str, Gate],
     if running:
         return ("running", None, running[0]["role"],
                 f"{running[0]['todo_id']} held by {running[0]['holder']}")
-    judged = {p for j in judgements.values() for p in j["packet_ids"]}
-    unjudged = [p for p in entry["packets"] if p not in judged
-                and view["packets"][p]["status"] == "scored"]
+    # Only what a judgement would cite now: a claimed packet, one under an earlier plan
+    # version or one without dev or held-out values is never cited, so judging again would
+    # change nothing and the hypothesis would wait here for good.
+    citable = {p for split in JUDGED_SPLITS
+               for p in packets_for(view, entry["hypothesis_id"], split)
+               if p not in (judgements[split]["packet_ids"] if split in judgements else ())}
+    unjudged = [p for p in entry["packets"] if p in citable]
     if unjudged:
         return ("evidence_recorded", "judge_evidence", "evaluator_promoter",
                 f"judge packets {', '.join(unjudged)}")

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 # Bump whenever what a row or a candidate entry says changes (the package version is part of
 # the stamp too, so an upgrade never reads rows an older release computed).
-ROWS_VERSION = 3
+ROWS_VERSION = 4
 STAMP = f"{ROWS_VERSION}/{__version__}"
 HYPOTHESES = "lanes/hypotheses"
 CANDIDATE_KINDS = ("promotion", "retirement", "retry")
