@@ -741,3 +741,23 @@ def test_a_packet_no_judgement_can_cite_never_holds_a_hypothesis_at_judge_eviden
     current = row(view(r), "h1")
     assert (current.state, current.next_action) == ("evidence_recorded", "judge_evidence")
     assert current.detail == f"judge packets {view(r)['hypotheses']['h1']['packets'][-1]}"
+
+
+def test_judging_only_claimed_evidence_says_it_never_counts() -> None:
+    from loopx.kernel.ledger import draft
+    from loopx.work.claims import complete
+
+    r = loop()
+    r.propose("h1")
+    add_todos(r.ledger, r.agents["ev"], [{
+        "todo_id": "t", "title": "t", "role": "research_executor",
+        "action_kind": "run_dev_eval", "assigned_to": "ex", "hypothesis_id": "h1"}])
+    todo = should_run(r.ledger, "ex", claim=True, creds=r.agents["ex"])["todo"]
+    under = (todo["todo_id"], todo["epoch"])
+    d = draft({"hypothesis_id": "h1", "status": "scored", "results": [
+        {"split": "dev", "metric": "acc", "seed": s, "value": 0.99} for s in (0, 1, 2)]},
+        kind="auto_research_evidence_packet_v0", under=under)
+    [claimed] = r.ledger.append({**d, "provenance": "claimed"}, creds=r.agents["ex"])
+    complete(r.ledger, r.agents["ex"], *under, {"status": "scored"})
+    with pytest.raises(Refused, match=rf"\(claimed packets never count: {claimed['record_id']}\)"):
+        r.judge("h1", "dev")

@@ -116,8 +116,12 @@ def judgement_payload(view: View, hypothesis_id: str, split: str) -> dict[str, A
                       "are judged against it, it is not judged itself")
     packet_ids = packets_for(view, hypothesis_id, split)
     if not packet_ids:
+        claimed = [p for p in view["hypotheses"][hypothesis_id]["packets"]
+                   if view["packets"][p]["provenance"] == "claimed"]
         raise Refused(f"hypothesis {hypothesis_id!r} has no scored packet with {split} results "
-                      f"under plan version {plan['version']}",
+                      f"under plan version {plan['version']}"
+                      + (f" (claimed packets never count: {', '.join(claimed[:8])})"
+                         if claimed else ""),
                       hint="an executor records one with `loopx evidence append-packet`")
     metric = contract["metric"]
     seeds, values = _values(view, packet_ids, split, metric)
