@@ -7,6 +7,7 @@ packets, so a recorded verdict is never more than the numbers support.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from loopx.governance.state import current_contract
@@ -41,6 +42,12 @@ def packets_for(view: View, hypothesis_id: str, split: str) -> list[str]:
     return out
 
 
+def _missing(seeds: list[int], present: Iterable[int]) -> list[int]:
+    """The seeds of ``seeds`` not among ``present``, in order."""
+    have = set(present)
+    return [s for s in seeds if s not in have]
+
+
 def _values(view: View, packet_ids: list[str], split: str, metric: dict[str, Any]
             ) -> tuple[list[int], list[float]]:
     """The contract's metric for its seeds in these packets. Under rules version 5: one value
@@ -54,10 +61,9 @@ def _values(view: View, packet_ids: list[str], split: str, metric: dict[str, Any
     # A seed is one replicate: its re-runs agree far more than seeds do, so they are averaged,
     # not counted as more seeds. And a measurement is every seed at once: averaging in packets
     # that re-ran only some seeds would let an agent re-run its worst ones.
-    every = set(metric["seeds"])
     runs: dict[int, list[float]] = {}
     for pairs in found:
-        if {s for s, _ in pairs} >= every:
+        if not _missing(metric["seeds"], (s for s, _ in pairs)):
             for seed, value in pairs:
                 runs.setdefault(seed, []).append(value)
     return list(runs), [math.fsum(v) / len(v) for v in runs.values()]
@@ -80,9 +86,8 @@ def uncounted(view: View, packet: dict[str, Any], split: str, metric: str,
     if seed not in seeds:
         return {"why": "other_seed", "seeds": seeds}
     if applies(view, 5):
-        have = {s for r_split, r_metric, s, _ in packet["results"]
-                if r_split == split and r_metric == metric}
-        missing = [s for s in seeds if s not in have]
+        missing = _missing(seeds, (s for r_split, r_metric, s, _ in packet["results"]
+                                   if r_split == split and r_metric == metric))
         if missing:
             return {"why": "partial", "missing": missing}
     return None
@@ -150,7 +155,7 @@ def judgement_payload(view: View, hypothesis_id: str, split: str) -> dict[str, A
         "notes": None, "plan_version": plan["version"], "baseline_packet_ids": baseline_packets,
         "control": None,
     }
-    missing = [s for s in metric["seeds"] if s not in seeds]
+    missing = _missing(metric["seeds"], seeds)
     if missing:
         payload["notes"] = (
             f"no packet has {metric['name']} for every seed "

@@ -40,25 +40,25 @@ class Gate(Value):
         self.rests_on = [] if rests_on is None else rests_on
 
 
-def relied_packets(entry: dict[str, Any]) -> list[str]:
-    """The packets the hypothesis' latest dev and held-out judgements rest on."""
+def _cited(entry: dict[str, Any], field: str) -> list[str]:
+    """The packet ids the hypothesis' latest dev and held-out judgements list in ``field``."""
     out: list[str] = []
     for split in ("dev", "heldout"):
         judgement = entry["judgements"].get(split)
         if judgement is not None:
-            out += [p for p in judgement["packet_ids"] if p not in out]
+            out += [p for p in judgement.get(field) or () if p not in out]
     return out
+
+
+def relied_packets(entry: dict[str, Any]) -> list[str]:
+    """The packets the hypothesis' latest dev and held-out judgements rest on."""
+    return _cited(entry, "packet_ids")
 
 
 def compared_packets(entry: dict[str, Any]) -> list[str]:
     """The measured baseline's packets the hypothesis' latest dev and held-out judgements
     compared it with: its comparison is only as sound as the code they ran."""
-    out: list[str] = []
-    for split in ("dev", "heldout"):
-        judgement = entry["judgements"].get(split)
-        if judgement is not None:
-            out += [p for p in judgement.get("baseline_packet_ids") or () if p not in out]
-    return out
+    return _cited(entry, "baseline_packet_ids")
 
 
 def measured_packets(view: View, entry: dict[str, Any]) -> list[str]:
@@ -69,9 +69,14 @@ def measured_packets(view: View, entry: dict[str, Any]) -> list[str]:
             if scored_result(packet := view["packets"][p]) and packet["plan_version"] == version]
 
 
+def flagged_invalid(view: View, packet_ids: list[str]) -> list[str]:
+    """Those of ``packet_ids`` that the executor who measured them flagged invalid."""
+    return [p for p in packet_ids if not view["packets"][p]["valid"]]
+
+
 def invalid_packets(view: View, entry: dict[str, Any]) -> list[str]:
     """The hypothesis' counted results that the executor who measured them flagged invalid."""
-    return [p for p in measured_packets(view, entry) if not view["packets"][p].get("valid", True)]
+    return flagged_invalid(view, measured_packets(view, entry))
 
 
 def final_heldout(view: View, entry: dict[str, Any]) -> dict[str, Any] | None:

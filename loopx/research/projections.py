@@ -20,6 +20,7 @@ from loopx.research.gates import (
     compared_packets,
     control_words,
     final_heldout,
+    flagged_invalid,
     gates,
     invalid_packets,
     live_decision,
@@ -124,8 +125,7 @@ def promotion_blockers(view: View, entry: dict[str, Any],
     if applies(view, 7):
         # The comparison is only as sound as the comparator: one its executor measured invalid
         # says nothing about the hypothesis.
-        flagged = [p for p in compared_packets(entry)
-                   if not view["packets"][p].get("valid", True)]
+        flagged = flagged_invalid(view, compared_packets(entry))
         if flagged:
             out.append("the measured baseline it was compared with was measured invalid: "
                        + _violations(view, flagged))

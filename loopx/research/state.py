@@ -115,11 +115,20 @@ def measured_baseline_mean(view: dict[str, Any]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def judged_baseline_mean(view: dict[str, Any], hypothesis_id: str) -> float | None:
-    """The mean of the measured baseline's values the hypothesis' latest held-out judgement
-    compared with (None: it compared with the assumed baseline, or there is no such judgement)."""
+def _heldout_judgement(view: dict[str, Any], hypothesis_id: str) -> dict[str, Any] | None:
+    """The hypothesis' latest held-out judgement if a promotion's improvement may be measured
+    on it: it has values and is not of claimed provenance."""
     entry = view["hypotheses"].get(hypothesis_id)
     judgement = None if entry is None else entry["judgements"].get("heldout")
+    if judgement is None or not judgement["values"] or judgement["provenance"] == "claimed":
+        return None
+    return judgement
+
+
+def judged_baseline_mean(view: dict[str, Any], hypothesis_id: str) -> float | None:
+    """The mean of the measured baseline's values that judgement compared with (None: it
+    compared with the assumed baseline, or there is none)."""
+    judgement = _heldout_judgement(view, hypothesis_id)
     values = [] if judgement is None else judgement["baseline_values"]
     return math.fsum(values) / len(values) if values else None
 
@@ -137,11 +146,8 @@ def promotion_baseline(view: dict[str, Any], hypothesis_id: str) -> float | None
 def heldout_mean(view: dict[str, Any], hypothesis_id: str) -> float | None:
     """The mean of the hypothesis' latest held-out judgement, if it counts (it has values and
     is not of claimed provenance): what a promotion's improvement is measured on."""
-    entry = view["hypotheses"].get(hypothesis_id)
-    judgement = None if entry is None else entry["judgements"].get("heldout")
-    if judgement is None or not judgement["values"] or judgement["provenance"] == "claimed":
-        return None
-    return sum(judgement["values"]) / len(judgement["values"])
+    judgement = _heldout_judgement(view, hypothesis_id)
+    return None if judgement is None else sum(judgement["values"]) / len(judgement["values"])
 
 
 def _touch(view: dict[str, Any], hypothesis_id: str, record: dict[str, Any],

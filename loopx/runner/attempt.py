@@ -101,20 +101,23 @@ def foreseen_failure(command: list[str], cwd: Path | None) -> str | None:
     path is looked up, None when that place does not exist yet). None: it may start."""
     program = command[0]
     if "/" not in program:
-        if shutil.which(program) is None:
-            return start_failure(command, FileNotFoundError(
-                errno.ENOENT, os.strerror(errno.ENOENT), program))
-        return None
-    if not os.path.isabs(program) and cwd is None:
-        return None
-    path = Path(program) if os.path.isabs(program) else Path(cwd or ".") / program
+        code = errno.ENOENT if shutil.which(program) is None else None
+    elif os.path.isabs(program):
+        code = _start_error(Path(program))
+    elif cwd is not None:
+        code = _start_error(cwd / program)
+    else:
+        code = None  # relative to a place that does not exist yet
+    # Worded as Popen's own OSError would be, so both paths say the same.
+    return None if code is None else start_failure(
+        command, OSError(code, os.strerror(code), program))
+
+
+def _start_error(path: Path) -> int | None:
+    """The errno starting ``path`` would fail with: missing, or a directory or not executable."""
     if not path.exists():
-        return start_failure(command, FileNotFoundError(
-            errno.ENOENT, os.strerror(errno.ENOENT), program))
-    if path.is_dir() or not os.access(path, os.X_OK):
-        return start_failure(command, PermissionError(
-            errno.EACCES, os.strerror(errno.EACCES), program))
-    return None
+        return errno.ENOENT
+    return errno.EACCES if path.is_dir() or not os.access(path, os.X_OK) else None
 
 
 def kill_group(child: subprocess.Popen[bytes]) -> None:

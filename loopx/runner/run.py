@@ -109,7 +109,7 @@ class LaneRunner:
         """Claim and run todos until there is a reason to stop."""
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
-            failure = self._foreseen_failure()
+            failure = self._prepare_command()
             if failure is not None:
                 # Caught before any claim: a typo must not cost a todo an attempt, nor a
                 # hypothesis its held-out read (a claim counts as one, started or not).
@@ -126,7 +126,7 @@ class LaneRunner:
             self.ledger.store.close()
         return self.report
 
-    def _foreseen_failure(self) -> str | None:
+    def _prepare_command(self) -> str | None:
         """Why the command cannot start, if that is known before claiming: a persistent one is
         started now (so its loading overlaps others' work); another is looked up where it will
         run (an executor's worktree does not exist yet: only an absolute path or ``PATH``)."""
