@@ -14,7 +14,7 @@ from loopx.narrator.domain import DOMAIN as NARRATOR
 from loopx.research.domain import DOMAIN as RESEARCH
 from loopx.work.domain import DOMAIN as WORK
 
-FOLD_VERSION = 17
+FOLD_VERSION = 18
 # The write rules' version: 2 adds the contract's named protected scope and allowed paths,
 # duplicates by fingerprint, the novelty material rules and the claim packet's fields; 3 keeps
 # the campaign's error control from loosening once its held-out family has begun; 4 fixes the
@@ -23,8 +23,9 @@ FOLD_VERSION = 17
 # 5 counts a seed once, in a packet and in a judgement; 6 measures the campaign's improvement
 # (so its stop policy) against the baseline values the promotion was judged against; and 7
 # holds the measured baseline's compared packets to the protected boundary gate and to their
-# executor's validity flag (loopx.kernel.rules says how a log keeps verifying under the rules it
-# was written by).
-RULES_VERSION = 7
+# executor's validity flag; 8 fixes one base commit per campaign, which every scored packet
+# starts from and the measured baseline runs unchanged (loopx.kernel.rules says how a log keeps
+# verifying under the rules it was written by).
+RULES_VERSION = 8
 DOMAINS = Domains((WORK, GOVERNANCE, RESEARCH, NARRATOR), version=FOLD_VERSION,
                   rules=RULES_VERSION)

@@ -103,11 +103,17 @@ def record_rules(c: Campaign, role: str, rules: list[dict[str, Any]]) -> None:
                                                          "successor_todos": rules}})
 
 
-def campaign(store: Callable[[Clock], Store] | None = None) -> Campaign:
+def campaign(store: Callable[[Clock], Store] | None = None, rules: int | None = None) -> Campaign:
     """A fresh campaign with the packaged role profiles, on a memory store unless ``store``
-    makes another one on the given clock."""
+    makes another one on the given clock; under an older loopx's write ``rules`` if given."""
+    from loopx.domains import DOMAINS
+    from loopx.kernel.domains import Domains
+
     clock = Clock()
-    ledger = Ledger(store(clock) if store is not None else MemoryStore(clock=clock))
+    domains = DOMAINS if rules is None else Domains(DOMAINS.domains, version=DOMAINS.version,
+                                                    rules=rules)
+    ledger = Ledger(store(clock) if store is not None else MemoryStore(clock=clock),
+                    domains=domains)
     token = bootstrap_log(ledger, "lanes-test")
     return Campaign(ledger, Credentials("owner", token), clock)
 

@@ -4,6 +4,7 @@ governance and research examples end where docs/governance.md and docs/research.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -55,7 +56,11 @@ def test_research_example_promotes_the_honest_hypothesis_and_retires_the_tampere
     # The held-out location: withheld from `contract show`, given in the held-out claim packet.
     assert "(withheld: given only in a held-out todo's claim packet)" in out
     assert out.count("/data/mnist/heldout") == 2  # the contract init command line and claim.data
-    assert '{"location": "/data/mnist/heldout", "name": "heldout", "split": "heldout"}' in out
+    # ... with the commit every experiment starts from: the first scored packet's base.
+    base = re.search(r'"base_commit": "([0-9a-f]{40})"', out)
+    assert base is not None
+    assert (f'{{"base_commit": "{base[1]}", "location": "/data/mnist/heldout", "name": '
+            '"heldout", "split": "heldout"}') in out
     # The honest hypothesis: dev-only promotion refused, then promoted once every gate passed.
     assert "(dev-only lift is never a promotion)" in out
     assert "h-w128 heldout: supports" in out

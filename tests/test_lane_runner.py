@@ -290,9 +290,11 @@ def test_a_persistent_command_that_dies_fails_its_attempt_and_is_started_afresh(
 
 # -- worktrees ----------------------------------------------------------------------------------
 
-def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=root, env={**os.environ, **GIT_ENV},
-                          capture_output=True, text=True, check=True).stdout.strip()
+def git(root: Path, *args: str, check: bool = True) -> str:
+    """git's stdout; with ``check=False``, "yes" or "no" for its exit status instead."""
+    done = subprocess.run(["git", *args], cwd=root, env={**os.environ, **GIT_ENV},
+                          capture_output=True, text=True, check=check)
+    return done.stdout.strip() if check else ("yes" if done.returncode == 0 else "no")
 
 
 @pytest.fixture
@@ -355,6 +357,54 @@ def test_a_dirty_worktree_is_not_evaluated(repo: Setup) -> None:
     assert attempt["outcome"] == "failed" and "the worktree is dirty" in attempt["reason"]
     [packet] = repo.records("auto_research_evidence_packet_v0")
     assert packet["payload"]["status"] == "failed"
+
+
+@pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
+                    reason="needs git")
+def test_worktrees_start_from_the_campaign_base_after_main_moved(repo: Setup) -> None:
+    """The first scored packet fixes the campaign's base commit. Main moving on (a fix someone
+    committed) does not move the experiments: a later worktree starts from that base, so its
+    result is compared with runs of the same code, and its packet is accepted."""
+    base = git(repo.root, "rev-parse", "HEAD")
+    repo.dev_todo("dev-1")
+    script = repo.script("edit", EDIT.format(path="model.py", commit=True))
+    assert json.loads(repo.lane("ex", script).stdout)["completed"] == 1
+    (repo.root / "model.py").write_text("WIDTH = 256\n")
+    git(repo.root, "commit", "-q", "-am", "main moves on")
+    moved = git(repo.root, "rev-parse", "HEAD")
+    repo.r.propose("h2", mechanism="other")
+    add_todos(repo.ledger, repo.r.agents["ev"], [{
+        "todo_id": "dev-2", "title": "dev run", "role": "research_executor",
+        "action_kind": "run_dev_eval", "hypothesis_id": "h2"}])
+    done = repo.lane("ex", script)
+    assert json.loads(done.stdout)["completed"] == 1, done.stdout
+    packets = [r["payload"] for r in repo.records("auto_research_evidence_packet_v0")]
+    assert [(p["hypothesis_id"], p["base_commit"]) for p in packets] == [("h1", base),
+                                                                           ("h2", base)]
+    assert git(repo.root, "merge-base", "--is-ancestor", moved, packets[1]["evaluated_commit"],
+               check=False) == "no"
+    assert git(repo.root, "rev-parse", "HEAD") == moved  # the main checkout is untouched
+    assert repo.records("research_refusal_v0") == []
+
+
+@pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
+                    reason="needs git")
+def test_a_clone_without_the_campaign_base_is_told_to_fetch_it(repo: Setup) -> None:
+    """The campaign's first scored packet came from a host whose base commit this clone never
+    fetched: the lane stops naming the commit and how to get it, and gives the todo back."""
+    from loopx.testing.research import GOOD
+
+    elsewhere = "f" * 40
+    repo.r.run("h1", "dev", GOOD, commits=(elsewhere, elsewhere))
+    repo.dev_todo("dev-x")
+    done = repo.lane("ex", repo.script("edit", EDIT.format(path="model.py", commit=True)))
+    assert done.returncode != 0
+    error = json.loads(done.stdout)
+    assert elsewhere in error["message"] and "is not in the git repository" in error["message"]
+    assert f"git fetch origin {elsewhere}" in error["hint"]
+    assert repo.todo("dev-x")["status"] == "open"
+    assert len(repo.records("auto_research_evidence_packet_v0")) == 1
+    assert "dev-x" not in git(repo.root, "branch", "--list", "loopx/*")
 
 
 def test_an_attempt_past_the_limit_is_refused_and_its_todo_not_left_claimed(ws: Setup) -> None:

@@ -29,7 +29,7 @@ from loopx.research.operations import (
 )
 from loopx.research.projections import candidates, frontier, row
 from loopx.testing.research import CONTRACT, GOOD, HELDOUT, WORSE, ResearchLoop
-from loopx.work.claims import should_run
+from loopx.work.claims import fail, should_run
 from loopx.work.todos import add_todos
 
 
@@ -62,6 +62,19 @@ def refused_and_recorded(r: ResearchLoop, fn: Any, rule: str, match: str) -> dic
     assert head(r) == before + 1 and caught.value.recorded_seq == before + 1
     record = refusals(r)[-1]
     assert record["seq"] == before + 1 and record["payload"]["rule"] == rule
+    return record
+
+
+def run_refused(r: ResearchLoop, run: Any, rule: str, match: str) -> dict[str, Any]:
+    """``run`` (an executor's claim, then its packet) ends in ResearchRefused(rule): the
+    refusal is the head, and the packet is not in the log."""
+    with pytest.raises(ResearchRefused, match=match) as caught:
+        run()
+    record = refusals(r)[-1]
+    assert caught.value.rule == record["payload"]["rule"] == rule
+    assert caught.value.recorded_seq == record["seq"] == head(r)
+    [(todo_id, held)] = [(t, v) for t, v in view(r)["todos"].items() if v["holder"] == "ex"]
+    fail(r.ledger, r.agents["ex"], todo_id, held["epoch"], "its packet was refused")
     return record
 
 
@@ -174,7 +187,8 @@ def test_heldout_results_come_only_from_a_heldout_todo() -> None:
                                           "research_executor", "action_kind": "run_dev_eval",
                                           "assigned_to": "ex", "hypothesis_id": "h1"}])
     got = should_run(r.ledger, "ex", claim=True, creds=r.agents["ex"])
-    assert got["claim"]["data"] == {"split": "dev", "name": "dev", "location": None}
+    assert got["claim"]["data"] == {"split": "dev", "name": "dev", "location": None,
+                                    "base_commit": None}
     packet = {"hypothesis_id": "h1", "status": "scored",
               "results": [{"split": "heldout", "metric": "acc", "seed": 0, "value": 0.9}]}
     unchanged(r, lambda: append_packet(r.ledger, r.agents["ex"], packet, under=("d", 1)),
@@ -217,10 +231,11 @@ def test_the_heldout_location_is_only_in_a_heldout_claim_packet() -> None:
                                           "action_kind": "run_holdout_eval", "assigned_to": "ex",
                                           "hypothesis_id": "h1"}])
     asked = should_run(r.ledger, "ex")  # no claim, no token: no location
-    assert asked["claim"]["data"] == {"split": "heldout", "name": "heldout", "location": None}
+    assert asked["claim"]["data"] == {"split": "heldout", "name": "heldout", "location": None,
+                                      "base_commit": None}
     got = should_run(r.ledger, "ex", claim=True, creds=r.agents["ex"])
     assert got["claim"]["data"] == {"split": "heldout", "name": "heldout",
-                                    "location": "/data/heldout"}
+                                    "location": "/data/heldout", "base_commit": None}
     from loopx.governance.contract import contract_version
     from loopx.tools.governance import WITHHELD, withhold_heldout
 
@@ -622,8 +637,8 @@ def test_evaluations_of_a_decided_hypothesis_are_not_handed_out() -> None:
               Refused, "evaluates 'h1', which is already decided")
 
 
-def measured_protected_loop() -> ResearchLoop:
-    c = campaign()
+def measured_protected_loop(rules: int | None = None) -> ResearchLoop:
+    c = campaign(rules=rules)
     r = ResearchLoop(c.ledger, c.owner)
     r.contract({**CONTRACT, "protected_scope": ["eval/"],
                 "metric": {**CONTRACT["metric"], "baseline_hypothesis": "base"},
@@ -635,13 +650,14 @@ def test_a_baseline_measured_with_a_tampered_evaluator_blocks_every_comparison(
         repo: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     """The hypothesis' own runs are clean; the measured baseline was run from a branch whose
     evaluator scores harder, so every hypothesis compared with it looks better. Before rules
-    version 7 the gate checked only the hypothesis' packets, passed, and it was promoted."""
+    version 7 the gate checked only the hypothesis' packets, passed, and it was promoted. (From
+    version 8 the baseline's packets are refused: it runs its base unchanged.)"""
     base = git(repo, "rev-parse", "HEAD")
     tree = tmp_path_factory.mktemp("worktrees") / "base"
     git(repo, "worktree", "add", "-q", "-b", "loopx/base/1", str(tree), base)
     harder = commit(tree, "eval/score.py", "def score(): return 0.5\n", "score the baseline")
     clean = commit(repo, "model.py", "width = 128\n", "wider")
-    r = measured_protected_loop()
+    r = measured_protected_loop(rules=7)
     r.propose("base", mechanism="baseline")
     base_dev = r.run("base", "dev", [0.85, 0.86, 0.84], commits=(base, harder))
     base_heldout = r.run("base", "heldout", [0.85, 0.86, 0.84], commits=(base, harder))
@@ -678,6 +694,69 @@ def test_a_clean_baseline_passes_and_an_old_check_does_not_cover_it(repo: Path) 
     assert out["passed"] and out["packets"][-2:] == compared
     assert row(view(r), "h1").promotion is not None
     decide(r.ledger, r.agents["ev"], "h1", "promoted")
+
+
+def test_a_baseline_weakened_in_the_editable_scope_is_refused(
+        repo: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The baseline's executor commits a smaller model on its branch (an edit the protected
+    scope allows) and measures that: every hypothesis compared with it gains the difference.
+    Before rules version 8 the gate passed and a hypothesis no better than the base code was
+    promoted; now the baseline runs its base unchanged."""
+    base = git(repo, "rev-parse", "HEAD")
+    tree = tmp_path_factory.mktemp("worktrees") / "base"
+    git(repo, "worktree", "add", "-q", "-b", "loopx/base/1", str(tree), base)
+    weaker = commit(tree, "model.py", "width = 8\n", "a smaller baseline")
+    same = commit(repo, "notes.txt", "nothing that changes the model\n", "a no-op")
+    loops = {}
+    for rules in (7, None):
+        r = loops[rules] = measured_protected_loop(rules=rules)
+        r.propose("base", mechanism="baseline")
+        if rules is None:
+            refused = run_refused(
+                r, lambda r=r: r.run("base", "dev", [0.70, 0.71, 0.69], commits=(base, weaker)),
+                "baseline_changed", f"evaluated {weaker}, not its base_commit {base}")
+            assert refused["payload"]["hypothesis_id"] == "base"
+            continue
+        r.run("base", "dev", [0.70, 0.71, 0.69], commits=(base, weaker))
+        r.run("base", "heldout", [0.70, 0.71, 0.69], commits=(base, weaker))
+        run_both(r, "h1", (base, same), (base, same))
+        assert check_gate(r.ledger, r.agents["ev"], "h1", repo=repo)["passed"]
+        decide(r.ledger, r.agents["ev"], "h1", "promoted")  # what version 7 let through
+    r = loops[None]
+    assert view(r)["hypotheses"]["base"]["packets"] == []  # nothing of the refused run kept
+    r.run("base", "dev", [0.85, 0.86, 0.84], commits=(base, base))  # the base itself: accepted
+
+
+def test_every_scored_packet_starts_from_the_campaign_base(repo: Path) -> None:
+    """The first scored packet fixes the base commit; a scored result from another base (main
+    moved on, or an older, weaker commit) is refused and recorded, a failed attempt from one is
+    kept, and the same experiment run from the campaign's base is accepted."""
+    from loopx.research.state import campaign_base
+
+    first = git(repo, "rev-parse", "HEAD")
+    older = first
+    base = commit(repo, "model.py", "width = 64\n", "the model")
+    change = commit(repo, "model.py", "width = 128\n", "wider")
+    git(repo, "checkout", "-q", "-b", "later", base)
+    moved = commit(repo, "model.py", "width = 64\nlayers = 4\n", "main moves on")
+    r = protected_loop()
+    r.propose("h1")
+    r.propose("h2", mechanism="other")
+    r.run("h1", "dev", None, status="failed", commits=(older, older))  # fixes nothing
+    assert campaign_base(view(r)) is None
+    fixing = r.run("h1", "dev", GOOD, commits=(base, change))
+    assert campaign_base(view(r)) == {"packet_id": fixing, "base_commit": base,
+                                      "seq": view(r)["packets"][fixing]["seq"]}
+    for other in (moved, older):
+        refused = run_refused(r, lambda other=other: r.run(
+            "h2", "dev", GOOD, commits=(other, other)), "other_base",
+            f"starts from base_commit {other}, but the campaign's experiments start from {base}")
+        assert refused["payload"]["detail"] == {"base_commit": other, "campaign_base": base}
+        assert refused["payload"]["cites"] == [fixing]
+    r.run("h2", "dev", None, status="failed", commits=(moved, moved))  # kept: it counts
+    r.run("h2", "dev", GOOD, commits=(base, change))
+    assert [view(r)["packets"][p]["status"] for p in view(r)["hypotheses"]["h2"]["packets"]] == [
+        "failed", "scored"]
 
 
 def test_a_baseline_measured_invalid_is_no_comparator() -> None:

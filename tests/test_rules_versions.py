@@ -379,3 +379,33 @@ def test_a_version_6_log_whose_gate_left_out_the_baseline_keeps_verifying() -> N
     assert row(r.ledger.state()["lanes"], "h1").state == "promoted"
     report = verify_store(store)
     assert report.ok, report
+
+
+def test_a_version_7_log_with_packets_of_several_bases_keeps_verifying() -> None:
+    """Under rules version 7 a scored packet could start from any commit, and the measured
+    baseline could evaluate commits of its own; such a log still verifies. From the upgrade on,
+    the base its first scored packet fixed holds for every scored packet."""
+    from loopx.research.state import campaign_base
+    from loopx.testing.research import GOOD
+
+    a, b, c = "a" * 40, "b" * 40, "c" * 40
+    store = MemoryStore(clock=Clock())
+    old = Ledger(store, domains=Domains(DOMAINS.domains, version=DOMAINS.version, rules=7))
+    owner = Credentials("owner", bootstrap_log(old, "old"))
+    r = ResearchLoop(old, owner)
+    r.contract({**CONTRACT, "metric": {**CONTRACT["metric"], "baseline_hypothesis": "base"}})
+    r.propose("base", mechanism="baseline")
+    fixing = r.run("base", "dev", [0.85, 0.86, 0.84], commits=(a, b))  # accepted then
+    r.propose("h1")
+    r.run("h1", "dev", GOOD, commits=(c, c))  # accepted then
+    assert verify_store(store).ok
+
+    r.ledger = Ledger(store)  # today's loopx upgrades the log at its next write
+    r.propose("h2", mechanism="other")
+    with pytest.raises(ResearchRefused, match="the campaign's experiments start from") as caught:
+        r.run("h2", "dev", GOOD, commits=(c, c))
+    assert caught.value.rule == "other_base" and caught.value.cites == [fixing]
+    assert campaign_base(r.ledger.state()["lanes"])["base_commit"] == a
+    assert kinds(store).count("rules_upgrade_v0") == 1
+    report = verify_store(store)
+    assert report.ok, report

@@ -34,6 +34,8 @@ def initial_campaign() -> dict[str, Any]:
         # numbers every agent must agree on, so they are folded, not derived.
         "plans": [],
         "family_size": 0,
+        # The packet that fixed the commit every experiment starts from (research's too).
+        "base": None,
     }
 
 

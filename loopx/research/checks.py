@@ -43,6 +43,8 @@ from loopx.research.plan import attempt_limit, current_plan, evidence_since, pla
 from loopx.research.state import (
     EVALUATION_SPLITS,
     HELDOUT_ACTION,
+    baseline_hypothesis,
+    campaign_base,
     content_sha256,
     counts,
     dev_attempts,
@@ -159,6 +161,34 @@ def _check_packet(view: View, who: Identity, record: Record) -> None:
         _check_attempts(view, entry)
     if applies(view, 5):
         _refuse_repeated_seeds(hid, p["results"])
+    if applies(view, 8) and p["status"] == "scored" and record["provenance"] != "claimed":
+        _check_base(view, hid, p)
+
+
+def _check_base(view: View, hypothesis_id: str, p: dict[str, Any]) -> None:
+    """One campaign, one base: a scored result starts from the commit the campaign's first one
+    started from, and the measured baseline runs that commit unchanged. A comparison of two
+    bases credits a hypothesis with whatever differs between them; a baseline with commits of
+    its own could weaken the code every hypothesis is compared with."""
+    base, evaluated = p.get("base_commit"), p.get("evaluated_commit")
+    fixed = campaign_base(view)
+    if base and fixed is not None and base != fixed["base_commit"]:
+        raise ResearchRefused(
+            "other_base", f"the packet starts from base_commit {base}, but the campaign's "
+            f"experiments start from {fixed['base_commit']} (fixed by its first scored packet, "
+            f"{fixed['packet_id']}): results from another base are not comparable",
+            hypothesis_id=hypothesis_id, cites=[fixed["packet_id"]],
+            detail={"base_commit": base, "campaign_base": fixed["base_commit"]},
+            hint=f"run the experiment on a branch from {fixed['base_commit']} (`loopx lane run` "
+                 "makes its worktrees there); a new base is a new campaign")
+    if base and evaluated and evaluated != base and hypothesis_id == baseline_hypothesis(view):
+        raise ResearchRefused(
+            "baseline_changed", f"the measured baseline {hypothesis_id!r} evaluated "
+            f"{evaluated}, not its base_commit {base}: the baseline runs the base unchanged, "
+            "so no commit of its own can weaken what every hypothesis is compared with",
+            hypothesis_id=hypothesis_id,
+            detail={"base_commit": base, "evaluated_commit": evaluated},
+            hint="evaluate the base commit itself: commit nothing on the baseline's branch")
 
 
 def _refuse_repeated_seeds(hypothesis_id: str, results: list[dict[str, Any]]) -> None:

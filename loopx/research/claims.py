@@ -20,6 +20,7 @@ from loopx.research.state import (
     HELDOUT_ACTION,
     baseline_heldout_version,
     baseline_hypothesis,
+    campaign_base,
     counts,
     dev_attempts,
 )
@@ -142,11 +143,14 @@ def split_data(view: View, todo: dict[str, Any], reveal: bool) -> dict[str, Any]
     """The evaluation split a todo works on, with its location when ``reveal`` (the agent holds
     the claim): the held-out location appears only there, in a held-out todo's claim packet.
     This keeps honest agents off held-out data; the contract record itself is readable by
-    anyone with the log."""
+    anyone with the log. Also the commit the experiment starts from, once the campaign's first
+    scored packet fixed one (:func:`~loopx.research.state.campaign_base`)."""
     split = EVALUATION_SPLITS.get(todo["action_kind"])
     contract = current_contract(view)
     if split is None or contract is None:
         return None
     spec = contract["evaluation"][split]
+    base = campaign_base(view)
     return {"split": split, "name": spec["name"],
-            "location": spec.get("location") if reveal else None}
+            "location": spec.get("location") if reveal else None,
+            "base_commit": None if base is None else base["base_commit"]}

@@ -186,7 +186,8 @@ RefusalRule = Literal["heldout_budget", "duplicate", "dev_only_lift", "claimed_e
                       "novelty_material", "novelty_boundary", "invalid_result",
                       "protected_scope_missing", "contract_outside_scope",
                       "campaign_control_loosened", "comparison_changed",
-                      "guardrail_loosened", "heldout_within_dev", "repeated_seed"]
+                      "guardrail_loosened", "heldout_within_dev", "repeated_seed",
+                      "other_base", "baseline_changed"]
 
 
 class ResearchRefusalV0(Model):

@@ -72,6 +72,14 @@ def baseline_hypothesis(view: dict[str, Any]) -> str | None:
     return None if plan is None else plan["plan"]["metric.baseline_hypothesis"]
 
 
+def campaign_base(view: dict[str, Any]) -> dict[str, Any] | None:
+    """The packet that fixed the campaign's base commit (``packet_id``, ``base_commit``,
+    ``seq``): its first scored result, not of claimed provenance, that cites one. Every
+    experiment starts from that commit, so hypotheses and the measured baseline are compared on
+    the same code."""
+    return view["campaign"].get("base")
+
+
 def dev_attempts(view: dict[str, Any], entry: dict[str, Any]) -> list[dict[str, Any]]:
     """The hypothesis' attempts outside held-out todos under the plan in force, scored or not:
     each counts toward the plan's ``max_attempts``."""
@@ -205,6 +213,10 @@ def _packet(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> 
         # Packets written before the flag existed carry none: they were valid.
         "valid": p.get("valid", True), "violations": list(p.get("violations") or []),
     }
+    packet = view["packets"][record["record_id"]]
+    if campaign.get("base") is None and packet["base_commit"] and scored_result(packet):
+        campaign["base"] = {"packet_id": packet["packet_id"],
+                            "base_commit": packet["base_commit"], "seq": packet["seq"]}
     entry = view["hypotheses"].get(hid)
     if entry is not None:
         _touch(view, hid, record, packets=[*entry["packets"], record["record_id"]])

@@ -44,9 +44,11 @@ ROLE_COMMANDS: dict[str, tuple[str, ...]] = {
     ),
     "research_executor": (
         "Work in an isolated git worktree on a branch of its own per todo and epoch "
-        "(`git worktree add -b loopx/TODO/EPOCH DIR BASE`), with `LOOPX_WORKSPACE` set to the "
-        "workspace's absolute path; commit before you evaluate (never evaluate a dirty "
-        "worktree) and remove the worktree when done.",
+        "(`git worktree add -b loopx/TODO/EPOCH DIR BASE`; BASE is the claim packet's "
+        "`data.base_commit` once the campaign has one, else HEAD), with `LOOPX_WORKSPACE` set "
+        "to the workspace's absolute path; commit before you evaluate (never evaluate a dirty "
+        "worktree; the measured baseline commits nothing and evaluates BASE itself) and remove "
+        "the worktree when done.",
         "Evaluate on the split in the claim packet's `data` (`location` is given only there); "
         "held-out results only under a `run_holdout_eval` todo.",
         "`loopx evidence append-packet FILE --under TODO:EPOCH`: one attempt's "

@@ -204,7 +204,7 @@ class LaneRunner:
         worktree: Worktree | None = None
         attempt = Attempt(todo_id, epoch, "failed")
         try:
-            worktree = self._worktree(todo)
+            worktree = self._worktree(todo, claim)
             stdout, attempt = self._run_command(todo, claim, worktree, attempt)
             if attempt.reason is None:
                 self.recorder.record(todo, worktree, stdout, attempt)
@@ -231,12 +231,14 @@ class LaneRunner:
                                                    else ""))
         return attempt
 
-    def _worktree(self, todo: dict[str, Any]) -> Worktree | None:
+    def _worktree(self, todo: dict[str, Any], claim: dict[str, Any]) -> Worktree | None:
         if not self.options.worktrees or self.report.role != "research_executor":
             return None
         from loopx.runner.worktrees import create
 
-        return create(self.workspace.root, todo["todo_id"], todo["epoch"])
+        # The claim packet names the campaign's base commit once one is fixed.
+        base = (claim.get("data") or {}).get("base_commit")
+        return create(self.workspace.root, todo["todo_id"], todo["epoch"], base)
 
     def _environment(self, todo: dict[str, Any], claim: dict[str, Any],
                      worktree: Worktree | None) -> dict[str, str]:

@@ -44,9 +44,11 @@ def branch_name(todo_id: str, epoch: int) -> str:
     return f"loopx/{_safe_todo_id(todo_id)}/{epoch}"
 
 
-def create(workspace_root: Path, todo_id: str, epoch: int) -> Worktree | None:
-    """A new worktree for (todo, epoch) under ``.loopx/worktrees/``, on a new branch from the
-    repository's HEAD; None when the workspace is not in git.
+def create(workspace_root: Path, todo_id: str, epoch: int,
+           base: str | None = None) -> Worktree | None:
+    """A new worktree for (todo, epoch) under ``.loopx/worktrees/``, on a new branch from
+    ``base`` (the campaign's base commit, once one is fixed) or else the repository's HEAD; None
+    when the workspace is not in git.
 
     The branch is :func:`branch_name`, or, when that branch or directory is left from an earlier
     attempt, the first free ``-<n>`` variant (n = 2, 3, ...); nothing earlier is touched.
@@ -55,7 +57,12 @@ def create(workspace_root: Path, todo_id: str, epoch: int) -> Worktree | None:
     root = repo_root(workspace)
     if root is None:
         return None
-    head = _run(root, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+    head = _run(root, "rev-parse", "--verify", "--quiet", f"{base or 'HEAD'}^{{commit}}")
+    if head.returncode != 0 and base:
+        raise Refused(f"the campaign's base commit {base} is not in the git repository at "
+                      f"{root}, so a worktree for todo {todo_id!r} cannot start from it",
+                      hint="fetch it from the repository the other hosts use "
+                           f"(`git fetch origin {base}`)")
     if head.returncode != 0:
         raise Refused(f"the git repository at {root} has no commit yet, so a worktree for todo "
                       f"{todo_id!r} has nothing to start from",
