@@ -44,6 +44,11 @@ Behaviours (what the agents do; every refusal they meet is recorded in the log a
     pseudo-replication the executor runs every seed 5 times (runs of one seed differ by 0.1 sd,
                        a training run's nondeterminism) and reports every run in the packet,
                        the baseline's too; refused, it reports each seed's mean run instead
+    sandbagged-baseline the baseline's executor commits a smaller model (-2 sd) on the
+                       baseline's branch, inside what the protected scope allows, and measures
+                       that (its packets cite the base and its own commit); refused, it measures
+                       the base unchanged under the same claim. Every packet of this behaviour
+                       cites its commits
 
 Verdict (the goals of the issue, for every behaviour)
     null:      campaigns with any false promotion          goal <= 5%
@@ -53,6 +58,7 @@ Verdict (the goals of the issue, for every behaviour)
 Run
     python bench/promotion_rule.py                          # 200 null campaigns per behaviour
     python bench/promotion_rule.py --campaigns 20 --power-campaigns 5      # a quick look
+    python bench/promotion_rule.py --behaviours sandbagged-baseline --rules 7   # as before v8
 """
 
 from __future__ import annotations
@@ -83,7 +89,7 @@ from loopx.workspace import bootstrap_log
 
 BEHAVIOURS = ("honest", "optional-stopping", "cherry-picking", "frontier-retries",
               "post-hoc-amendment", "loosened-control", "weaker-baseline", "baseline-shopping",
-              "pseudo-replication")
+              "pseudo-replication", "sandbagged-baseline")
 SCENARIOS = ("null", "power", "dev-only")
 BASE, SD, SEEDS = 0.80, 0.01, list(range(10))
 EFFECT = 2 * SD
@@ -93,6 +99,9 @@ REAL_SHARE = 0.10
 RETRY_ROUNDS = 10
 SHOPPING_ROUNDS = 20
 RUNS_PER_SEED, RUN_SD = 5, 0.1 * SD
+# The commits a sandbagged-baseline campaign's packets cite: the campaign's base, the baseline
+# executor's weaker model on its branch, and (by number) each hypothesis' change.
+BASE_COMMIT, WEAKER_COMMIT = "b" * 40, "d" * 40
 
 
 def contract(rule: str, level: float) -> dict[str, Any]:
@@ -113,8 +122,13 @@ def contract(rule: str, level: float) -> dict[str, Any]:
 class Campaign:
     """One campaign's log, agents and tallies."""
 
-    def __init__(self, rng: random.Random, behaviour: str, rule: str, level: float) -> None:
-        ledger = Ledger(MemoryStore())
+    def __init__(self, rng: random.Random, behaviour: str, rule: str, level: float,
+                 rules: int | None = None) -> None:
+        from loopx.domains import DOMAINS
+        from loopx.kernel.domains import Domains
+
+        ledger = Ledger(MemoryStore(), domains=DOMAINS if rules is None else Domains(
+            DOMAINS.domains, version=DOMAINS.version, rules=rules))
         token = bootstrap_log(ledger, "bench")
         self.loop = ResearchLoop(ledger, Credentials("owner", token))
         self.loop.contract(contract(rule, level))
@@ -151,8 +165,12 @@ class Campaign:
         return got["todo"]["todo_id"], got["todo"]["epoch"]
 
     def packet(self, hypothesis_id: str, split: str, values: list[float],
-               under: tuple[str, int]) -> bool:
+               under: tuple[str, int], commits: tuple[str, str] | None = None) -> bool:
         runs = [[v] for v in values]
+        if commits is None and self.behaviour == "sandbagged-baseline":
+            commits = (BASE_COMMIT, f"{int(hypothesis_id[1:]) + 1:040x}")  # h<n>'s own change
+        if commits == (BASE_COMMIT, WEAKER_COMMIT):
+            runs = [[v + COMPARATORS["weak"]] for v in values]  # the smaller model's runs
         if self.behaviour == "pseudo-replication":
             runs = [[v + self.rng.gauss(0.0, RUN_SD) for _ in range(RUNS_PER_SEED)]
                     for v in values]
@@ -161,23 +179,31 @@ class Campaign:
                        "results": [{"split": split, "metric": "acc", "seed": s, "value": v}
                                    for s, seed_runs in zip(SEEDS, runs, strict=True)
                                    for v in seed_runs]}
+            if commits is not None:
+                payload["base_commit"], payload["evaluated_commit"] = commits
             try:
                 append_packet(self.ledger, self.agents["ex"], payload, under=under)
                 return True
             except Refused as exc:
                 self.refused(exc)
-                if not (isinstance(exc, ResearchRefused) and exc.rule == "repeated_seed"):
+                rule = exc.rule if isinstance(exc, ResearchRefused) else None
+                if rule == "baseline_changed":
+                    # Under the same claim: the base itself (the same draws as an honest run).
+                    commits, runs = (BASE_COMMIT, BASE_COMMIT), [[v] for v in values]
+                    continue
+                if rule != "repeated_seed":
                     return False
                 runs = [[statistics.fmean(seed_runs)] for seed_runs in runs]
 
-    def attempt(self, hypothesis_id: str, split: str, effect: float) -> bool:
+    def attempt(self, hypothesis_id: str, split: str, effect: float,
+                commits: tuple[str, str] | None = None) -> bool:
         """One run: claim a todo, record a packet, complete it (or release it if refused)."""
         try:
             under = self.claim(hypothesis_id, split)
         except Refused as exc:
             self.refused(exc)
             return False
-        done = self.packet(hypothesis_id, split, self.values(effect), under)
+        done = self.packet(hypothesis_id, split, self.values(effect), under, commits)
         if done:
             complete(self.ledger, self.agents["ex"], *under, {"status": "scored"})
         else:
@@ -194,7 +220,9 @@ class Campaign:
     def measure_baseline(self) -> None:
         self.loop.propose("baseline", mechanism="baseline")
         for split in ("dev", "heldout"):
-            self.attempt("baseline", split, 0.0)
+            commits = ((BASE_COMMIT, WEAKER_COMMIT) if self.behaviour == "sandbagged-baseline"
+                       else None)
+            self.attempt("baseline", split, 0.0, commits)
         if self.behaviour == "weaker-baseline":
             self.loop.propose("weak", mechanism="baseline", parameters={"size": "small"})
             self.attempt("weak", "dev", COMPARATORS["weak"])
@@ -375,11 +403,11 @@ class Campaign:
                 if d["outcome"] == "promoted" and d["superseded_by"] is None}
 
 
-def run_campaign(job: tuple[str, str, int, int, str, float]) -> dict[str, Any]:
+def run_campaign(job: tuple[str, str, int, int, str, float, int | None]) -> dict[str, Any]:
     """One whole campaign; returns its tallies."""
-    behaviour, scenario, seed, hypotheses, rule, level = job
+    behaviour, scenario, seed, hypotheses, rule, level, rules = job
     rng = random.Random(seed)
-    sim = Campaign(rng, behaviour, rule, level)
+    sim = Campaign(rng, behaviour, rule, level, rules)
     real: set[str] = set()
     earlier: list[tuple[str, float, float]] = []
     for n in range(hypotheses):
@@ -411,6 +439,9 @@ def main() -> None:
                         help="comma-separated subset of: " + ", ".join(BEHAVIOURS))
     parser.add_argument("--processes", type=int, default=multiprocessing.cpu_count())
     parser.add_argument("--seed", type=int, default=20261204, help="random seed of the run")
+    parser.add_argument("--rules", type=int, default=None,
+                        help="write the logs under this older write-rules version (default: "
+                             "the newest), to measure what a rule changed")
     args = parser.parse_args()
     behaviours = [b for b in args.behaviours.split(",") if b]
     unknown = sorted(set(behaviours) - set(BEHAVIOURS))
@@ -425,7 +456,7 @@ def main() -> None:
                 # The same campaign seeds for every behaviour: paired comparisons.
                 seed = args.seed * 1000 + s_no * 100_000 + c
                 jobs.append((behaviour, scenario, seed, args.hypotheses, args.rule,
-                             args.level))
+                             args.level, args.rules))
     t0 = time.perf_counter()
     with multiprocessing.get_context("spawn").Pool(max(1, args.processes)) as pool:
         results = pool.map(run_campaign, jobs, chunksize=4)
@@ -434,7 +465,7 @@ def main() -> None:
     print(f"promotion_rule: python {platform.python_version()}, {args.hypotheses} hypotheses per "
           f"campaign, {args.campaigns} null and {args.power_campaigns} power / dev-only "
           f"campaigns per behaviour, {len(SEEDS)} seeds, sd {SD}, {args.rule} at {args.level:g}, "
-          f"seed {args.seed}, {len(jobs)} campaigns, "
+          f"seed {args.seed}, write rules {args.rules or 'newest'}, {len(jobs)} campaigns, "
           f"{sum(r['records'] for r in results):,} records, {elapsed:.0f} s")
     print(f"{'behaviour':<19} | {'null: any false':>15} | {'power':>6} | {'FDP':>5} | "
           f"{'dev-only':>8} | refusals met, by research rule (each recorded) or unrecorded")
