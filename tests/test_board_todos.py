@@ -111,3 +111,19 @@ def test_a_todo_text_the_gate_would_refuse_is_withheld_not_published() -> None:
     found = redaction.findings(story, "", state["lanes"])
     assert {"record_id": out["record_id"], "field": "reason",
             "problem": "a home directory path"} in found
+
+
+def test_an_open_todo_should_run_never_hands_out_says_why() -> None:
+    """A held-out todo of a hypothesis already promoted, and a dev run of one out of attempts,
+    stay open in the log forever; listed bare, they read as work still to do."""
+    f = fixed_campaign()
+    todo(f, "again", hypothesis_id="h-wide", action_kind="run_holdout_eval",
+         title="held-out run of h-wide, again")
+    todo(f, "still-to-do", hypothesis_id="h-norm")
+    rendered = render(f.c.ledger, "board", "html")
+    body = {t: (s, b) for t, s, b in rows(rendered.text)}
+    assert body["again"][0] == "open"
+    assert "never handed out: h-wide is already decided (promoted, d-wide)" in body["again"][1]
+    assert "never handed out" not in body["still-to-do"][1]
+    [again] = [r for r in rendered.story.doc["todos"]["rows"] if r.get("todo_id") == "again"]
+    assert again["passed_over"] == "h-wide is already decided (promoted, d-wide)"

@@ -107,6 +107,8 @@ def _todo_note(t: dict[str, Any]) -> str:
             why = ("(the reason is private)" if cancelled.get("private")
                    else "(the reason is withheld: it would not pass the redaction gate)")
         return f"cancelled by {cancelled['by']}: {why}"
+    if t.get("passed_over"):
+        return f"never handed out: {t['passed_over']}"
     waiting = t.get("waiting_on") or []
     return ("waiting on " + ", ".join(w or "a private todo" for w in waiting)) if waiting else ""
 
@@ -134,7 +136,7 @@ def todo_section(doc: dict[str, Any]) -> str:
             f"and why. {finished.get('completed', 0)} completed and "
             f"{finished.get('failed', 0)} failed for good are not listed.{more}</p>"
             '<div class="scroll"><table><tr><th>todo</th><th>role</th><th>state</th>'
-            "<th>priority</th><th>who</th><th>blockers, or why cancelled</th></tr>"
+            "<th>priority</th><th>who</th><th>blockers, or why not handed out or cancelled</th></tr>"
             + ("".join(rows) or '<tr><td colspan="6">No todos left.</td></tr>')
             + "</table></div></section>")
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from loopx.governance.state import current_contract
 from loopx.narrator.reader import Reader
+from loopx.research.claims import passed_over_because
 from loopx.research.evidence import uncounted
 from loopx.research.projections import Row
 
@@ -149,6 +150,8 @@ def todos(r: Reader, view: View, screen: Callable[[str], bool] | None = None) ->
     for *_, tid in listed[:TODO_ROWS]:
         t = entries[tid]
         state = ("blocked" if t["status"] == "open" and blockers(t, view) else t["status"])
+        # An open todo should-run never hands out (a moot evaluation) is no work left to do.
+        passed_over = passed_over_because(view, t) if state == "open" else None
         if hidden(tid):
             rows.append({"private": True, "role": t["role"], "state": state,
                          "priority": t["priority"]})
@@ -171,7 +174,7 @@ def todos(r: Reader, view: View, screen: Callable[[str], bool] | None = None) ->
             "holder": r.optional(t["holder"], rid, "holder"),
             "waiting_on": [None if hidden(b) else r.text(b, rid, "blocked_by")
                            for b in blockers(t, view)],
-            "cancelled": cancelled})
+            "passed_over": passed_over, "cancelled": cancelled})
     return {"rows": rows, "more": max(len(listed) - TODO_ROWS, 0), "finished": finished}
 
 

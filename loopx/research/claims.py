@@ -46,7 +46,9 @@ def moot_evaluation(view: View, todo: dict[str, Any]) -> str | None:
         return None
     decided = view["hypothesis_decisions"].get(hid)
     if decided is not None:
-        return f"already decided ({decided})"
+        outcome = view["decisions"].get(decided, {}).get("outcome")
+        return f"already decided ({outcome}, {decided})" if outcome else \
+            f"already decided ({decided})"
     entry = view["hypotheses"].get(hid)
     if entry is None:
         return None
@@ -58,6 +60,19 @@ def moot_evaluation(view: View, todo: dict[str, Any]) -> str | None:
     limit = attempt_limit(view)
     if len(dev_attempts(view, entry)) >= limit:
         return f"out of attempts ({limit} used under the plan in force)"
+    return None
+
+
+def passed_over_because(view: View, todo: dict[str, Any]) -> str | None:
+    """Why should-run never hands ``todo`` out, in words for a reader, if it does not: its
+    evaluation is moot, or its hypothesis has no held-out read left."""
+    moot = moot_evaluation(view, todo)
+    if moot is not None:
+        return f"{todo['hypothesis_id']} is {moot}"
+    over = heldout_over_budget(view, todo)
+    if over is not None:
+        return (f"{todo['hypothesis_id']} has no held-out read left ({over[0]} of {over[1]} "
+                "used)")
     return None
 
 
