@@ -391,7 +391,8 @@ def test_worktrees_start_from_the_campaign_base_after_main_moved(repo: Setup) ->
                     reason="needs git")
 def test_a_clone_without_the_campaign_base_is_told_to_fetch_it(repo: Setup) -> None:
     """The campaign's first scored packet came from a host whose base commit this clone never
-    fetched: the lane stops naming the commit and how to get it, and gives the todo back."""
+    fetched: the lane stops before it claims anything (a held-out claim would count as a read),
+    naming the commit and how to get it."""
     from loopx.testing.research import GOOD
 
     elsewhere = "f" * 40
@@ -402,7 +403,7 @@ def test_a_clone_without_the_campaign_base_is_told_to_fetch_it(repo: Setup) -> N
     error = json.loads(done.stdout)
     assert elsewhere in error["message"] and "is not in the git repository" in error["message"]
     assert f"git fetch origin {elsewhere}" in error["hint"]
-    assert repo.todo("dev-x")["status"] == "open"
+    assert repo.todo("dev-x")["status"] == "open" and repo.todo("dev-x")["claims"] == 0
     assert len(repo.records("auto_research_evidence_packet_v0")) == 1
     assert "dev-x" not in git(repo.root, "branch", "--list", "loopx/*")
 

@@ -102,6 +102,7 @@ class LaneRunner:
         self.report = LaneReport(creds.agent_id, agent["role"])
         self.recorder = AttemptRecorder(workspace, self.ledger, creds, agent["role"])
         self.worker: Worker | None = None
+        self._base_checked: str | None = None
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -136,9 +137,25 @@ class LaneRunner:
             except OSError as exc:
                 return start_failure(self.options.command, exc)
             return None
-        in_worktree = self.options.worktrees and self.report.role == "research_executor"
         return foreseen_failure(self.options.command,
-                                None if in_worktree else self.workspace.root)
+                                None if self._in_worktrees else self.workspace.root)
+
+    @property
+    def _in_worktrees(self) -> bool:
+        return self.options.worktrees and self.report.role == "research_executor"
+
+    def _check_base(self) -> None:
+        """Refuse before claiming when this clone lacks the campaign's base commit: the claim
+        would be spent on a worktree that cannot be made (a held-out claim counts as a read)."""
+        if not self._in_worktrees:
+            return
+        from loopx.research.state import campaign_base
+        from loopx.runner.worktrees import require_base
+
+        fixed = campaign_base(self.ledger.state()["lanes"])
+        if fixed is not None and fixed["base_commit"] != self._base_checked:
+            require_base(self.workspace.root, fixed["base_commit"])
+            self._base_checked = fixed["base_commit"]  # fixed once: checked once
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self.stopping = True
@@ -153,6 +170,7 @@ class LaneRunner:
         idle = 0
         while True:
             self._check_stop()
+            self._check_base()
             answer = should_run(self.ledger, self.creds.agent_id, claim=True, creds=self.creds)
             if answer["todo"] is not None and answer["reason"] in ("selected",
                                                                    "already_holding_lease"):
@@ -232,7 +250,7 @@ class LaneRunner:
         return attempt
 
     def _worktree(self, todo: dict[str, Any], claim: dict[str, Any]) -> Worktree | None:
-        if not self.options.worktrees or self.report.role != "research_executor":
+        if not self._in_worktrees:
             return None
         from loopx.runner.worktrees import create
 

@@ -59,10 +59,7 @@ def create(workspace_root: Path, todo_id: str, epoch: int,
         return None
     head = _run(root, "rev-parse", "--verify", "--quiet", f"{base or 'HEAD'}^{{commit}}")
     if head.returncode != 0 and base:
-        raise Refused(f"the campaign's base commit {base} is not in the git repository at "
-                      f"{root}, so a worktree for todo {todo_id!r} cannot start from it",
-                      hint="fetch it from the repository the other hosts use "
-                           f"(`git fetch origin {base}`)")
+        raise _missing_base(root, base)
     if head.returncode != 0:
         raise Refused(f"the git repository at {root} has no commit yet, so a worktree for todo "
                       f"{todo_id!r} has nothing to start from",
@@ -90,6 +87,22 @@ def create(workspace_root: Path, todo_id: str, epoch: int,
                   f"(loopx/{_safe_todo_id(todo_id)}/{epoch}-*), so no fresh one is made",
                   hint="inspect them with `git branch --list 'loopx/*'`, and delete those "
                        "no evidence cites")
+
+
+def require_base(workspace_root: Path, base: str) -> None:
+    """Refuse when the workspace's git repository lacks ``base``, the campaign's base commit (a
+    clone that never fetched it); nothing to check outside git."""
+    root = repo_root(Path(workspace_root).resolve())
+    if root is not None and _run(root, "rev-parse", "--verify", "--quiet",
+                                 f"{base}^{{commit}}").returncode != 0:
+        raise _missing_base(root, base)
+
+
+def _missing_base(root: Path, base: str) -> Refused:
+    return Refused(f"the campaign's base commit {base} is not in the git repository at {root}, "
+                   "so no experiment can start from it here",
+                   hint=f"fetch it from the repository the other hosts use (`git fetch origin "
+                        f"{base}`), then run the lane again")
 
 
 def _branch_exists(root: Path, branch: str) -> bool:
