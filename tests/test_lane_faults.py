@@ -220,15 +220,30 @@ def test_a_crashed_attempt_keeps_its_branch_and_the_resumed_lane_takes_a_fresh_o
 
 
 @needs_git
-def test_a_worktree_that_cannot_be_made_releases_the_claim_and_stops_with_the_reason(
-        lane: Lane) -> None:
+def test_a_repository_without_a_commit_is_refused_before_any_claim(lane: Lane) -> None:
+    """No worktree can start: found after the claim, it cost the todo a claim (and a held-out
+    todo its hypothesis' one read)."""
     lane.git("checkout", "-q", "--orphan", "empty")  # HEAD now names no commit
     done = lane.lane(sys.executable, str(lane.script("scored", SCORED)))
     assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
     assert "has no commit yet" in json.loads(done.stdout)["message"]
+    assert [r for r in lane.records("todo_event_v0") if r["todo_id"] == "dev-1"] == []
+    assert (lane.todo("dev-1")["status"], lane.todo("dev-1")["claims"]) == ("open", 0)
+
+
+@needs_git
+def test_a_worktree_that_cannot_be_made_releases_the_claim_and_stops_with_the_reason(
+        lane: Lane) -> None:
+    head = lane.git("rev-parse", "HEAD")
+    taken = [f"loopx/dev-1/1{'' if n == 1 else f'-{n}'}" for n in range(1, 101)]
+    subprocess.run(["git", "update-ref", "--stdin"], cwd=lane.root, check=True, text=True,
+                   input="".join(f"create refs/heads/{b} {head}\n" for b in taken))
+    done = lane.lane(sys.executable, str(lane.script("scored", SCORED)))
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    assert "already has 100 worktree branches" in json.loads(done.stdout)["message"]
     [released] = [r for r in lane.records("todo_event_v0") if r["todo_id"] == "dev-1"]
     assert released["payload"]["event"] == "released"
-    assert "has no commit yet" in released["payload"]["reason"]
+    assert "already has 100 worktree branches" in released["payload"]["reason"]
     assert lane.todo("dev-1")["status"] == "open"
 
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopx.kernel.errors import LoopxError, StaleLease, UsageProblem
 from loopx.kernel.store.moved import moved_refusal
+from loopx.research.git_read import repo_root
 from loopx.runner.attempt import (
     MAX_OUTPUT,
     Attempt,
@@ -103,6 +104,8 @@ class LaneRunner:
         self.recorder = AttemptRecorder(workspace, self.ledger, creds, agent["role"])
         self.worker: Worker | None = None
         self._base_checked: str | None = None
+        # The repository worktrees are made in (None outside git: the command runs in place).
+        self._root = repo_root(workspace.root.resolve()) if self._in_worktrees else None
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -145,17 +148,19 @@ class LaneRunner:
         return self.options.worktrees and self.report.role == "research_executor"
 
     def _check_base(self) -> None:
-        """Refuse before claiming when this clone lacks the campaign's base commit: the claim
-        would be spent on a worktree that cannot be made (a held-out claim counts as a read)."""
-        if not self._in_worktrees:
+        """Refuse before claiming when no worktree could start: the repository has no commit,
+        or lacks the campaign's base commit. After the claim it would cost the todo a claim,
+        and a held-out todo its hypothesis' read (a claim counts as one)."""
+        if not self._in_worktrees or self._root is None:
             return
         from loopx.research.state import campaign_base
-        from loopx.runner.worktrees import require_base
+        from loopx.runner.worktrees import start_commit
 
         fixed = campaign_base(self.ledger.state()["lanes"])
-        if fixed is not None and fixed["base_commit"] != self._base_checked:
-            require_base(self.workspace.root, fixed["base_commit"])
-            self._base_checked = fixed["base_commit"]  # fixed once: checked once
+        base = None if fixed is None else fixed["base_commit"]
+        if (base or "HEAD") != self._base_checked:
+            start_commit(self._root, base)
+            self._base_checked = base or "HEAD"  # a commit stays: each start checked once
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self.stopping = True

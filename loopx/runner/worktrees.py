@@ -57,14 +57,7 @@ def create(workspace_root: Path, todo_id: str, epoch: int,
     root = repo_root(workspace)
     if root is None:
         return None
-    head = _run(root, "rev-parse", "--verify", "--quiet", f"{base or 'HEAD'}^{{commit}}")
-    if head.returncode != 0 and base:
-        raise _missing_base(root, base)
-    if head.returncode != 0:
-        raise Refused(f"the git repository at {root} has no commit yet, so a worktree for todo "
-                      f"{todo_id!r} has nothing to start from",
-                      hint="make a first commit, e.g. `git commit --allow-empty -m init`")
-    base = head.stdout.strip()
+    base = start_commit(root, base)
     (workspace / WORKTREES_DIR).mkdir(parents=True, exist_ok=True)
     _ensure_ignored(root, workspace / ".loopx")
     for n in range(1, MAX_VARIANTS + 1):
@@ -89,20 +82,25 @@ def create(workspace_root: Path, todo_id: str, epoch: int,
                        "no evidence cites")
 
 
-def require_base(workspace_root: Path, base: str) -> None:
-    """Refuse when the workspace's git repository lacks ``base``, the campaign's base commit (a
-    clone that never fetched it); nothing to check outside git."""
-    root = repo_root(Path(workspace_root).resolve())
-    if root is not None and _run(root, "rev-parse", "--verify", "--quiet",
-                                 f"{base}^{{commit}}").returncode != 0:
-        raise _missing_base(root, base)
+def start_commit(root: Path, base: str | None) -> str:
+    """The commit a worktree in the repository at ``root`` starts from: ``base`` (the
+    campaign's base commit, once fixed), else HEAD.
 
-
-def _missing_base(root: Path, base: str) -> Refused:
-    return Refused(f"the campaign's base commit {base} is not in the git repository at {root}, "
-                   "so no experiment can start from it here",
-                   hint=f"fetch it from the repository the other hosts use (`git fetch origin "
-                        f"{base}`), then run the lane again")
+    Raises:
+        Refused: the repository lacks ``base`` (a clone that never fetched it), or has no
+        commit yet.
+    """
+    found = _run(root, "rev-parse", "--verify", "--quiet", f"{base or 'HEAD'}^{{commit}}")
+    if found.returncode == 0:
+        return found.stdout.strip()
+    if base:
+        raise Refused(f"the campaign's base commit {base} is not in the git repository at "
+                      f"{root}, so no experiment can start from it here",
+                      hint=f"fetch it from the repository the other hosts use (`git fetch "
+                           f"origin {base}`), then run the lane again")
+    raise Refused(f"the git repository at {root} has no commit yet, so an experiment has "
+                  "nothing to start from", hint="make a first commit, e.g. `git commit "
+                                                "--allow-empty -m init`")
 
 
 def _branch_exists(root: Path, branch: str) -> bool:
