@@ -1029,3 +1029,43 @@ def test_a_value_no_judgement_counts_is_drawn_grey_and_says_why() -> None:
         "seed 7 is not one of its plan's seeds [0, 1, 2]"]
     assert "8 value(s) from 3 evidence packet(s), 5 of them counted by no judgement" in text
     assert "value no judgement counts (its hover says why)" in between(text, 'id="charts"')
+
+
+def test_the_disclosure_names_the_base_every_experiment_started_from() -> None:
+    """A reader can check which code the comparisons were made on, and which packet fixed it."""
+    from narrator_support import BASE_COMMIT, fixed_campaign
+
+    from loopx.narrator.publish import render
+
+    f = fixed_campaign()
+    fixing = next(r for r, _ in f.c.ledger.store.read()
+                  if r["schema_version"] == "auto_research_evidence_packet_v0"
+                  and r["payload"].get("base_commit") and r["payload"]["status"] == "scored")
+    story = render(f.c.ledger, "story", "md").text
+    [line] = [line for line in story.splitlines() if line.startswith("- Base: ")]
+    assert line == (f"- Base: commit {BASE_COMMIT}, fixed by the first scored packet "
+                    f"({fixing['record_id']}, seq {fixing['seq']}); every scored run written "
+                    "under write rules version 8 started from it.")
+    board = render(f.c.ledger, "board", "html").text
+    assert f"<li>Base: commit {BASE_COMMIT}, fixed by" in board
+
+
+def test_with_a_measured_baseline_the_base_line_says_it_ran_the_base_unchanged() -> None:
+    from lanes_support import campaign
+
+    from loopx.narrator.publish import render
+    from loopx.testing.research import CONTRACT, GOOD, ResearchLoop
+
+    c = campaign()
+    r = ResearchLoop(c.ledger, c.owner)
+    r.contract({**CONTRACT, "metric": {**CONTRACT["metric"], "baseline_hypothesis": "base"}})
+    r.propose("base", mechanism="baseline")
+    base = "a" * 40
+    r.run("base", "dev", [0.85, 0.86, 0.84], commits=(base, base))
+    r.propose("h1")
+    r.run("h1", "dev", GOOD, commits=(base, "b" * 40))
+    story = render(c.ledger, "story", "md").text
+    [line] = [line for line in story.splitlines() if line.startswith("- Base: ")]
+    assert line.startswith(f"- Base: commit {base}, fixed by the first scored packet (rec_")
+    assert line.endswith("started from it, and the measured baseline ran it unchanged, so each "
+                         "comparison is of a hypothesis' own change.")

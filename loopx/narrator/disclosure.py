@@ -19,6 +19,7 @@ from loopx.research.control import (
     first_heldout,
 )
 from loopx.research.evidence import packets_for
+from loopx.research.state import campaign_base
 
 View = dict[str, Any]
 
@@ -60,7 +61,8 @@ def build(r: Reader, view: View) -> dict[str, Any]:
     tests = _tests(r, view)
     out: dict[str, Any] = {"counts": _counts(view), "tests": tests, "private": private,
                            "control": None, "groups": [], "uncontrolled": 0, "hidden": 0,
-                           "bh": None, "baseline": None, "plans": [], "contract_shown": False}
+                           "bh": None, "baseline": None, "plans": [], "contract_shown": False,
+                           "base": _base(r, view)}
     if contract is None or private:
         return out
     out["contract_shown"] = True
@@ -142,6 +144,20 @@ def _bh(r: Reader, judged: list[dict[str, Any]], contract: dict[str, Any]) -> di
                for j in judged]
     return {"level": r.num(level, rid, field), "tests": len(p_values),
             "passes": r.derived(passes, "benjamini_hochberg_passes", FORMULAS["bh"], inputs)}
+
+
+def _base(r: Reader, view: View) -> dict[str, Any] | None:
+    """The commit every experiment starts from, and the packet that fixed it (its commit is
+    not shown when that packet is private)."""
+    fixed = campaign_base(view)
+    if fixed is None:
+        return None
+    pid = fixed["packet_id"]
+    if view["packets"][pid]["visibility"] == "private":
+        return {"private": True, "seq": fixed["seq"]}
+    key = r.rid(pid)
+    return {"private": False, "seq": fixed["seq"], "packet_id": key,
+            "commit": r.typed(fixed["base_commit"], "git_commit", key, "base_commit")}
 
 
 def _baseline(r: Reader, view: View, contract: dict[str, Any]) -> dict[str, Any]:

@@ -343,7 +343,21 @@ def disclosure_lines(d: dict[str, Any]) -> list[str]:
                  f"rule): {bh['passes']} of {bh['tests']} held-out p-values pass at level "
                  f"{number(bh['level'])} (computed).")
     lines.append(baseline_line(d["baseline"]))
+    if d.get("base") is not None:
+        measured = (d["baseline"] or {}).get("kind") == "measured"
+        lines.append(base_line(d["base"], measured=measured))
     return lines
+
+
+def base_line(b: dict[str, Any], *, measured: bool) -> str:
+    """The commit every experiment starts from, and what that promises."""
+    which = (f"fixed by a private packet at seq {b['seq']}" if b["private"] else
+             f"commit {b['commit']}, fixed by the first scored packet ({b['packet_id']}, seq "
+             f"{b['seq']})")
+    ran = (", and the measured baseline ran it unchanged, so each comparison is of a "
+           "hypothesis' own change") if measured else ""
+    return (f"Base: {which}; every scored run written under write rules version 8 started "
+            f"from it{ran}.")
 
 
 def baseline_line(b: dict[str, Any]) -> str:
