@@ -9,7 +9,7 @@ from there on the newer rules hold, for writes and for verify alike.
 from __future__ import annotations
 
 import pytest
-from lanes_support import Clock, own_packets_checked
+from lanes_support import Clock, campaign, own_packets_checked
 
 from loopx.domains import DOMAINS, RULES_VERSION
 from loopx.kernel.checks import Credentials
@@ -389,10 +389,9 @@ def test_a_version_7_log_with_packets_of_several_bases_keeps_verifying() -> None
     from loopx.testing.research import GOOD
 
     a, b, c = "a" * 40, "b" * 40, "c" * 40
-    store = MemoryStore(clock=Clock())
-    old = Ledger(store, domains=Domains(DOMAINS.domains, version=DOMAINS.version, rules=7))
-    owner = Credentials("owner", bootstrap_log(old, "old"))
-    r = ResearchLoop(old, owner)
+    old = campaign(rules=7)
+    store = old.ledger.store
+    r = ResearchLoop(old.ledger, old.owner)
     r.contract({**CONTRACT, "metric": {**CONTRACT["metric"], "baseline_hypothesis": "base"}})
     r.propose("base", mechanism="baseline")
     fixing = r.run("base", "dev", [0.85, 0.86, 0.84], commits=(a, b))  # accepted then

@@ -136,7 +136,8 @@ def todo_section(doc: dict[str, Any]) -> str:
             f"and why. {finished.get('completed', 0)} completed and "
             f"{finished.get('failed', 0)} failed for good are not listed.{more}</p>"
             '<div class="scroll"><table><tr><th>todo</th><th>role</th><th>state</th>'
-            "<th>priority</th><th>who</th><th>blockers, or why not handed out or cancelled</th></tr>"
+            "<th>priority</th><th>who</th><th>blockers, or why not handed out or "
+            "cancelled</th></tr>"
             + ("".join(rows) or '<tr><td colspan="6">No todos left.</td></tr>')
             + "</table></div></section>")
 

@@ -47,8 +47,7 @@ def moot_evaluation(view: View, todo: dict[str, Any]) -> str | None:
     decided = view["hypothesis_decisions"].get(hid)
     if decided is not None:
         outcome = view["decisions"].get(decided, {}).get("outcome")
-        return f"already decided ({outcome}, {decided})" if outcome else \
-            f"already decided ({decided})"
+        return f"already decided ({outcome + ', ' if outcome else ''}{decided})"
     entry = view["hypotheses"].get(hid)
     if entry is None:
         return None
