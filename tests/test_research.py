@@ -840,3 +840,25 @@ def test_judging_only_claimed_evidence_says_it_never_counts() -> None:
     complete(r.ledger, r.agents["ex"], *under, {"status": "scored"})
     with pytest.raises(Refused, match=rf"\(claimed packets never count: {claimed['record_id']}\)"):
         r.judge("h1", "dev")
+
+
+def test_a_todo_list_says_why_an_open_todo_is_never_handed_out() -> None:
+    """A held-out todo of a promoted hypothesis stays open in the log; `loopx todo list` says
+    should-run passes over it, and a live todo says nothing."""
+    from loopx.work.todos import todo_rows
+
+    r = loop(required_gates=["heldout"])
+    r.supported("h1", GOOD, HELDOUT)
+    decide(r.ledger, r.agents["ev"], "h1", "promoted", decision_id="d-h1")
+    r.propose("h2", mechanism="other")
+    add_todos(r.ledger, r.agents["ev"], [
+        {"todo_id": "again", "title": "h1 on held-out data, again", "role": "research_executor",
+         "action_kind": "run_holdout_eval", "hypothesis_id": "h1"},
+        {"todo_id": "h2-dev", "title": "h2 on dev", "role": "research_executor",
+         "action_kind": "run_dev_eval", "hypothesis_id": "h2"}])
+    rows = {t["todo_id"]: t for t in todo_rows(view(r), r.ledger.now())}
+    assert (rows["again"]["state"], rows["again"]["passed_over"]) == (
+        "open", "h1 is already decided (promoted, d-h1)")
+    assert rows["h2-dev"]["passed_over"] is None
+    got = should_run(r.ledger, "ex", claim=True, creds=r.agents["ex"])
+    assert got["todo"]["todo_id"] == "h2-dev"

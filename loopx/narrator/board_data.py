@@ -16,7 +16,6 @@ from typing import Any
 
 from loopx.governance.state import current_contract
 from loopx.narrator.reader import Reader
-from loopx.research.claims import passed_over_because
 from loopx.research.evidence import uncounted
 from loopx.research.projections import Row
 
@@ -122,7 +121,7 @@ def todos(r: Reader, view: View, screen: Callable[[str], bool] | None = None) ->
     first, then age). Completed and failed todos are counted, not listed. A private todo, or
     one that works on or names a private hypothesis, shows only its role, state and priority.
     A title or reason ``screen`` refuses is withheld (None) rather than quoted."""
-    from loopx.work.should_run import blockers
+    from loopx.work.should_run import blockers, passed_over
 
     def quote(value: str, record_id: str, name: str) -> str | None:
         return r.text(value, record_id, name) if screen is None or screen(value) else None
@@ -151,7 +150,7 @@ def todos(r: Reader, view: View, screen: Callable[[str], bool] | None = None) ->
         t = entries[tid]
         state = ("blocked" if t["status"] == "open" and blockers(t, view) else t["status"])
         # An open todo should-run never hands out (a moot evaluation) is no work left to do.
-        passed_over = passed_over_because(view, t) if state == "open" else None
+        never = passed_over(view, t) if state == "open" else None
         if hidden(tid):
             rows.append({"private": True, "role": t["role"], "state": state,
                          "priority": t["priority"]})
@@ -174,7 +173,7 @@ def todos(r: Reader, view: View, screen: Callable[[str], bool] | None = None) ->
             "holder": r.optional(t["holder"], rid, "holder"),
             "waiting_on": [None if hidden(b) else r.text(b, rid, "blocked_by")
                            for b in blockers(t, view)],
-            "passed_over": passed_over, "cancelled": cancelled})
+            "passed_over": never, "cancelled": cancelled})
     return {"rows": rows, "more": max(len(listed) - TODO_ROWS, 0), "finished": finished}
 
 

@@ -17,6 +17,9 @@ from loopx.kernel.plain import Frozen
 CAMPAIGN_BLOCK = "work.campaign_block"
 # (view, todo) -> PassOver | None: selection skips this todo, and how that is reported.
 PASS_OVER = "work.pass_over"
+# (view, todo) -> str | None: why selection never hands this open todo out, in words for readers
+# (a todo list, the board), where it would otherwise read as work left to do.
+PASS_OVER_WHY = "work.pass_over_why"
 # (view, who, todo_id, todo) -> None: raises to refuse a claim the lanes' own rules allow.
 CLAIM_CHECK = "work.claim_check"
 # (view, todo, reveal) -> dict | None: the ``data`` of a claim packet (which split, where).

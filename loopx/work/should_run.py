@@ -12,7 +12,14 @@ from typing import Any
 from loopx.kernel.domains import installed
 from loopx.kernel.errors import NotFound, Unauthorized
 from loopx.kernel.plain import Value
-from loopx.work.extensions import CAMPAIGN_BLOCK, CLAIM_DATA, PASS_OVER, Block, PassOver
+from loopx.work.extensions import (
+    CAMPAIGN_BLOCK,
+    CLAIM_DATA,
+    PASS_OVER,
+    PASS_OVER_WHY,
+    Block,
+    PassOver,
+)
 from loopx.work.leases import lease_live
 from loopx.work.scope import claim_scope
 from loopx.work.state import LaneState, effective, fast_get
@@ -70,6 +77,13 @@ def claimable(todo: dict[str, Any], lanes: LaneState, now: str) -> bool:
     if status != "claimed" or lease_live(todo, lanes["agents"], now):
         return False
     return todo["failures"] + 1 < effective(todo, lanes["profiles"], "max_attempts")
+
+
+def passed_over(lanes: LaneState, todo: dict[str, Any]) -> str | None:
+    """Why selection never hands out this open todo, in words, if a higher domain says so (a
+    moot evaluation, say): it stays open in the log but is no work left to do."""
+    return next((why for hook in installed().extensions(PASS_OVER_WHY)
+                 if (why := hook(lanes, todo)) is not None), None)
 
 
 def blockers(todo: dict[str, Any], lanes: LaneState) -> list[str]:

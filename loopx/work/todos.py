@@ -14,7 +14,7 @@ from loopx.kernel.ledger import Ledger
 from loopx.kernel.store.base import Record
 from loopx.work import todo_index
 from loopx.work.leases import lease_live
-from loopx.work.should_run import blockers
+from loopx.work.should_run import blockers, passed_over
 from loopx.work.state import LaneState, effective
 
 STATES = ("open", "blocked", "claimed", "expired", "completed", "failed", "cancelled")
@@ -54,9 +54,10 @@ def todo_row(lanes: LaneState, todo_id: str, now: str) -> dict[str, Any]:
         todo = lanes["todos"][todo_id]
     except KeyError:
         raise NotFound(f"no todo {todo_id!r}") from None
+    state = todo_state(lanes, todo_id, now)
     return {
         "todo_id": todo_id, "title": todo["title"], "role": todo["role"],
-        "action_kind": todo["action_kind"], "state": todo_state(lanes, todo_id, now),
+        "action_kind": todo["action_kind"], "state": state,
         "assigned_to": todo["assigned_to"], "holder": todo["holder"], "epoch": todo["epoch"],
         "lease_expires_at": todo["expires"], "blocked_by": todo["blocked_by"],
         "waiting_on": blockers(todo, lanes), "unblocks_todo_id": todo["unblocks"],
@@ -68,6 +69,7 @@ def todo_row(lanes: LaneState, todo_id: str, now: str) -> dict[str, Any]:
         "added_seq": todo["seq"], "added_by": todo["added_by"],
         "added_role": todo.get("added_role"), "changes": todo.get("changes", 0),
         "cancelled": _cancelled(todo.get("cancel")),
+        "passed_over": passed_over(lanes, todo) if state == "open" else None,
     }
 
 
