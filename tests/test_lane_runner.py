@@ -385,6 +385,13 @@ def test_worktrees_start_from_the_campaign_base_after_main_moved(repo: Setup) ->
                check=False) == "no"
     assert git(repo.root, "rev-parse", "HEAD") == moved  # the main checkout is untouched
     assert repo.records("research_refusal_v0") == []
+    # `loopx status` tells a host which commit it needs.
+    status = [sys.executable, "-m", "loopx.cli", "-C", str(repo.root), "status"]
+    shown = json.loads(subprocess.run([*status, "--json"], capture_output=True, text=True,
+                                      check=True).stdout)
+    assert shown["campaign"]["base_commit"] == base
+    text = subprocess.run(status, capture_output=True, text=True, check=True).stdout
+    assert f", experiments start from {base}\n" in text
 
 
 @pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0,

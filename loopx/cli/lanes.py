@@ -312,7 +312,9 @@ def status(ctx: click.Context, as_json: bool) -> None:
     lines = [f"goal {out['goal_id']}  head seq {out['head']['seq']}  at {out['now']}",
              f"campaign {campaign['state']}"
              + (f" ({', '.join(campaign['stop_reasons'])})" if campaign["stop_reasons"] else "")
-             + (f", contract v{version}" if version else ", no contract yet"),
+             + (f", contract v{version}" if version else ", no contract yet")
+             + (f", experiments start from {campaign['base_commit']}"
+                if campaign["base_commit"] else ""),
              f"todos: {counts}", "agents:"]
     lines += [f"  {a['agent_id']:<24} {a['role']:<20} "
               f"{'revoked' if a['revoked'] else 'active':<8} claims {a['claims']:<5} "

@@ -27,10 +27,12 @@ def status(ctx: ToolContext) -> dict[str, Any]:
     lanes, now = state["lanes"], ctx.ledger.now()
     contract = current_contract(lanes)
     campaign = lanes["campaign"]["status"]
+    base = lanes["campaign"].get("base")  # research's: plain state, so no research import
     return {
         "goal_id": state["kernel"]["goal_id"],
         "campaign": {"state": campaign["state"], "stop_reasons": campaign["stop_reasons"],
-                     "contract_version": None if contract is None else contract["version"]},
+                     "contract_version": None if contract is None else contract["version"],
+                     "base_commit": None if base is None else base["base_commit"]},
         "head": {"seq": state.cursor.seq, "hash": state.cursor.hash},
         "now": now,
         "roles": sorted(lanes["profiles"]),
