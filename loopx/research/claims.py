@@ -30,8 +30,9 @@ if TYPE_CHECKING:
     from loopx.kernel.checks import Identity
 
 View = dict[str, Any]
-HELDOUT_SPENT = PassOver(None, "heldout_budget_spent")  # its claim would be refused (recorded)
-MOOT = PassOver(None, None)  # its hypothesis is decided: its claim would be refused
+# The key should-run lists held-out todos past their read budget under (their claim would be
+# refused and recorded); a moot evaluation's claim is refused too, and listed under none.
+HELDOUT_SPENT = "heldout_budget_spent"
 
 
 def moot_evaluation(view: View, todo: dict[str, Any]) -> str | None:
@@ -59,19 +60,6 @@ def moot_evaluation(view: View, todo: dict[str, Any]) -> str | None:
     limit = attempt_limit(view)
     if len(dev_attempts(view, entry)) >= limit:
         return f"out of attempts ({limit} used under the plan in force)"
-    return None
-
-
-def passed_over_because(view: View, todo: dict[str, Any]) -> str | None:
-    """Why should-run never hands ``todo`` out, in words for a reader, if it does not: its
-    evaluation is moot, or its hypothesis has no held-out read left."""
-    moot = moot_evaluation(view, todo)
-    if moot is not None:
-        return f"{todo['hypothesis_id']} is {moot}"
-    over = heldout_over_budget(view, todo)
-    if over is not None:
-        return (f"{todo['hypothesis_id']} has no held-out read left ({over[0]} of {over[1]} "
-                "used)")
     return None
 
 
@@ -147,10 +135,16 @@ def read_under_earlier_plan(view: View, todo: dict[str, Any]) -> int | None:
 
 
 def pass_over(view: View, todo: dict[str, Any]) -> PassOver | None:
-    """Selection passes over a held-out todo past its read budget and a moot evaluation."""
-    if todo["action_kind"] == HELDOUT_ACTION and heldout_over_budget(view, todo):
-        return HELDOUT_SPENT
-    return MOOT if moot_evaluation(view, todo) else None
+    """Selection passes over a held-out todo past its read budget and a moot evaluation; the
+    words name the moot one first (a decided hypothesis is the plainer reason)."""
+    over = heldout_over_budget(view, todo)
+    moot = moot_evaluation(view, todo)
+    if over is None and moot is None:
+        return None
+    hid = todo["hypothesis_id"]
+    words = (f"{hid} is {moot}" if moot is not None
+             else f"{hid} has no held-out read left ({over[0]} of {over[1]} used)")
+    return PassOver(None, HELDOUT_SPENT if over is not None else None, words)
 
 
 def split_data(view: View, todo: dict[str, Any], reveal: bool) -> dict[str, Any] | None:

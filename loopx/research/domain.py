@@ -14,7 +14,6 @@ from loopx.work.extensions import (
     CLAIM_CHECK,
     CLAIM_DATA,
     PASS_OVER,
-    PASS_OVER_WHY,
     SUCCESSOR_CONDITIONS,
 )
 from loopx.work.scope import action_of
@@ -91,8 +90,7 @@ DOMAIN = Domain(
     checks=checks,
     kinds=kinds,
     refusal=refusal,
-    extensions={PASS_OVER: claims.pass_over, PASS_OVER_WHY: claims.passed_over_because,
-                CLAIM_CHECK: claims.check_claim,
+    extensions={PASS_OVER: claims.pass_over, CLAIM_CHECK: claims.check_claim,
                 CLAIM_DATA: claims.split_data,
                 SUCCESSOR_CONDITIONS: Hook("loopx.research.conditions", "successor_conditions"),
                 # The frontier rows and candidates, kept with each checkpoint and delta.

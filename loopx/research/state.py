@@ -202,7 +202,7 @@ def _packet(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> 
                or (todo is not None and todo["action_kind"] == HELDOUT_ACTION))
     campaign = view["campaign"]
     campaign["plans"] = freeze(campaign["plans"], record["seq"])
-    view["packets"][record["record_id"]] = {
+    view["packets"][record["record_id"]] = packet = {
         "plan_version": plan_version(view), "heldout": heldout,
         "packet_id": record["record_id"], "hypothesis_id": hid, "status": p["status"],
         "attempt": p["attempt"], "branch": p.get("branch"),
@@ -213,7 +213,6 @@ def _packet(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> 
         # Packets written before the flag existed carry none: they were valid.
         "valid": p.get("valid", True), "violations": list(p.get("violations") or []),
     }
-    packet = view["packets"][record["record_id"]]
     if campaign.get("base") is None and packet["base_commit"] and scored_result(packet):
         campaign["base"] = {"packet_id": packet["packet_id"],
                             "base_commit": packet["base_commit"], "seq": packet["seq"]}

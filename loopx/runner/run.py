@@ -151,7 +151,9 @@ class LaneRunner:
         """Refuse before claiming when no worktree could start: the repository has no commit,
         or lacks the campaign's base commit. After the claim it would cost the todo a claim,
         and a held-out todo its hypothesis' read (a claim counts as one)."""
-        if not self._in_worktrees or self._root is None:
+        # A campaign's base, once fixed and found here, never changes: no need to read again.
+        found = self._base_checked not in (None, "HEAD")
+        if not self._in_worktrees or self._root is None or found:
             return
         from loopx.research.state import campaign_base
         from loopx.runner.worktrees import start_commit

@@ -15,11 +15,8 @@ from loopx.kernel.plain import Frozen
 
 # (view, agent_id) -> Block | None: the agent takes no new work now, and why.
 CAMPAIGN_BLOCK = "work.campaign_block"
-# (view, todo) -> PassOver | None: selection skips this todo, and how that is reported.
+# (view, todo) -> PassOver | None: selection skips this todo, how that is reported, and why.
 PASS_OVER = "work.pass_over"
-# (view, todo) -> str | None: why selection never hands this open todo out, in words for readers
-# (a todo list, the board), where it would otherwise read as work left to do.
-PASS_OVER_WHY = "work.pass_over_why"
 # (view, who, todo_id, todo) -> None: raises to refuse a claim the lanes' own rules allow.
 CLAIM_CHECK = "work.claim_check"
 # (view, todo, reveal) -> dict | None: the ``data`` of a claim packet (which split, where).
@@ -43,14 +40,17 @@ class Block(Frozen):
 class PassOver(Frozen):
     """Why selection skips a todo. When only such todos are left, ``reason`` (if any) is the
     answer, with the skipped ids under ``detail_key``; otherwise they go in the detail of
-    ``no_eligible_todo``."""
+    ``no_eligible_todo``. ``words`` says why for a reader of a todo list or the board, where
+    the todo, still open in the log, would otherwise read as work left to do."""
 
-    _fields = ("reason", "detail_key")
+    _fields = ("reason", "detail_key", "words")
     reason: str | None
     detail_key: str | None
+    words: str | None
 
-    def __init__(self, reason: str | None, detail_key: str | None) -> None:
-        self.__dict__.update(reason=reason, detail_key=detail_key)
+    def __init__(self, reason: str | None, detail_key: str | None,
+                 words: str | None = None) -> None:
+        self.__dict__.update(reason=reason, detail_key=detail_key, words=words)
 
 
 class SuccessorCondition(Frozen):

@@ -16,9 +16,7 @@ from loopx.work.extensions import (
     CAMPAIGN_BLOCK,
     CLAIM_DATA,
     PASS_OVER,
-    PASS_OVER_WHY,
     Block,
-    PassOver,
 )
 from loopx.work.leases import lease_live
 from loopx.work.scope import claim_scope
@@ -82,8 +80,8 @@ def claimable(todo: dict[str, Any], lanes: LaneState, now: str) -> bool:
 def passed_over(lanes: LaneState, todo: dict[str, Any]) -> str | None:
     """Why selection never hands out this open todo, in words, if a higher domain says so (a
     moot evaluation, say): it stays open in the log but is no work left to do."""
-    return next((why for hook in installed().extensions(PASS_OVER_WHY)
-                 if (why := hook(lanes, todo)) is not None), None)
+    return next((why.words for hook in installed().extensions(PASS_OVER)
+                 if (why := hook(lanes, todo)) is not None and why.words), None)
 
 
 def blockers(todo: dict[str, Any], lanes: LaneState) -> list[str]:
@@ -127,7 +125,8 @@ def select(lanes: LaneState, agent_id: str, now: str) -> Decision:
     queues = lanes["queues"]
     pass_over = installed().extensions(PASS_OVER)
     any_blocked = False
-    skipped: dict[PassOver, list[str]] = {}
+    # Grouped by how they are reported; each todo's words are its own.
+    skipped: dict[tuple[str | None, str | None], list[str]] = {}
     # Todos assigned to this agent first, then the role's; each queue is in selection order.
     for queue in (queues.get(f"@{agent_id}", ()), queues.get(role, ())):
         for _, _, todo_id in queue:
@@ -139,20 +138,21 @@ def select(lanes: LaneState, agent_id: str, now: str) -> Decision:
                 continue
             why = next((w for hook in pass_over if (w := hook(lanes, todo)) is not None), None)
             if why is not None:
-                skipped.setdefault(why, []).append(todo_id)
+                skipped.setdefault((why.reason, why.detail_key), []).append(todo_id)
                 continue
             return Decision(agent_id, role, True, "selected", todo_id)
-    reasoned = [(why, ids) for why, ids in skipped.items() if why.reason is not None]
+    reasoned = [(reason, key, ids) for (reason, key), ids in skipped.items()
+                if reason is not None]
     if reasoned and not any_blocked:
-        why, ids = reasoned[0]
-        return Decision(agent_id, role, False, str(why.reason),
-                        detail={why.detail_key: sorted(ids)[:8]} if why.detail_key else {})
+        reason, key, ids = reasoned[0]
+        return Decision(agent_id, role, False, reason,
+                        detail={key: sorted(ids)[:8]} if key else {})
     if any_blocked:
         blocked = [t for queue in (queues.get(f"@{agent_id}", ()), queues.get(role, ()))
                    for _, _, t in queue if blockers(get(t), lanes)]
         return Decision(agent_id, role, False, "blocked", blocked=sorted(blocked)[:8])
-    detail = {why.detail_key: sorted(ids)[:8] for why, ids in skipped.items()
-              if why.reason is None and why.detail_key is not None}
+    detail = {key: sorted(ids)[:8] for (reason, key), ids in skipped.items()
+              if reason is None and key is not None}
     return Decision(agent_id, role, False, "no_eligible_todo", detail=detail)
 
 
