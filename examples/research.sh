@@ -63,9 +63,10 @@ done
 step contract init --agent-id cur --token-file cur.token \
     --prompt "Does a wider hidden layer raise MNIST accuracy?" --domain vision \
     --metric accuracy --direction maximize --baseline 0.97 --seeds 0,1,2 \
-    --set 'protected_scope=["eval/"]' --set "protected_commit=$base" \
+    --set 'protected_scope=["eval/"]' --set "protected_commit=$base" --base-commit "$base" \
     --set evaluation.heldout.location=/data/mnist/heldout
 # The evaluator in the baseline commit is the real one: every evaluated commit must hold it.
+# Every experiment starts from that commit too: pinned, so no executor's packet chooses it.
 # The held-out location is withheld from `contract show`; only a held-out todo's claim gets it.
 printf '\n$ loopx contract show --json   (evaluation.heldout only)\n'
 "$LOOPX" contract show --json | field contract.evaluation.heldout

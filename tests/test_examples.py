@@ -56,7 +56,7 @@ def test_research_example_promotes_the_honest_hypothesis_and_retires_the_tampere
     # The held-out location: withheld from `contract show`, given in the held-out claim packet.
     assert "(withheld: given only in a held-out todo's claim packet)" in out
     assert out.count("/data/mnist/heldout") == 2  # the contract init command line and claim.data
-    # ... with the commit every experiment starts from: the first scored packet's base.
+    # ... with the commit every experiment starts from: the one the contract pins.
     base = re.search(r'"base_commit": "([0-9a-f]{40})"', out)
     assert base is not None
     assert (f'{{"base_commit": "{base[1]}", "location": "/data/mnist/heldout", "name": '

@@ -136,9 +136,13 @@ def test_contract_init_takes_scope_splits_and_a_measured_baseline_as_flags(
     err = refused(ws, 2, "protected_commit", *base, "--baseline", "0.9", "--protected-commit",
                   "main", token=t["cur"])
     assert [p["field"] for p in err["problems"]] == ["payload.protected_commit"]
+    err = refused(ws, 2, "base_commit", *base, "--baseline", "0.9", "--base-commit", "HEAD",
+                  token=t["cur"])
+    assert [p["field"] for p in err["problems"]] == ["payload.base_commit"]
     pin = "0123456789abcdef0123456789abcdef01234567"
     made = loopx(ws["root"], *base, "--baseline-hypothesis", "base", "--protected", "eval/",
-                 "--protected", "data/**", "--protected-commit", pin, "--editable", "train.py",
+                 "--protected", "data/**", "--protected-commit", pin, "--base-commit", pin,
+                 "--editable", "train.py",
                  "--dev-location", "data/dev.csv", "--heldout-location", "/srv/heldout",
                  "--set", "evaluation.dev.location=elsewhere", "--json", token=t["cur"])
     assert made.returncode == 0, made.stdout + made.stderr
@@ -146,6 +150,9 @@ def test_contract_init_takes_scope_splits_and_a_measured_baseline_as_flags(
         stored = store.get(json.loads(made.stdout)["seq"])["payload"]
     assert stored["protected_scope"] == ["eval/", "data/**"]
     assert stored["editable_scope"] == ["train.py"] and stored["protected_commit"] == pin
+    assert stored["base_commit"] == pin
+    status = json.loads(loopx(ws["root"], "status", "--json").stdout)
+    assert status["campaign"]["base_commit"] == pin  # a joining host knows what to fetch
     assert stored["metric"]["baseline_hypothesis"] == "base"
     assert stored["evaluation"]["dev"]["location"] == "elsewhere"  # --set is applied last
     assert stored["evaluation"]["heldout"]["location"] == "/srv/heldout"
@@ -153,6 +160,7 @@ def test_contract_init_takes_scope_splits_and_a_measured_baseline_as_flags(
     assert shown["evaluation"]["heldout"]["location"].startswith("(withheld")
     text = loopx(ws["root"], "contract", "show").stdout
     assert "from the measured baseline base" in text
+    assert f"\nbase: experiments start from {pin} (pinned)\n" in text
 
 
 def test_contract_init_flags_apply_over_a_file(ws: dict[str, Any], tmp_path: Path) -> None:

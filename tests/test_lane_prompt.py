@@ -60,6 +60,7 @@ def test_the_prompt_is_generated_from_the_profile(role: str) -> None:
 def test_role_specific_commands() -> None:
     assert "`loopx contract amend" in lane_prompt("research_curator")
     assert "`loopx campaign transition ready" in lane_prompt("research_curator")
+    assert "`--base-commit SHA`" in lane_prompt("research_curator")
     proposer = lane_prompt("hypothesis_proposer")
     assert "`loopx hypothesis propose --under TODO:EPOCH" in proposer
     assert "--dev-todo ID" in proposer

@@ -396,6 +396,69 @@ def test_worktrees_start_from_the_campaign_base_after_main_moved(repo: Setup) ->
 
 @pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
                     reason="needs git")
+def test_the_first_worktree_starts_from_the_base_the_contract_pins(repo: Setup) -> None:
+    """With the base pinned, no packet chooses it: main moved on before anything ran, and the
+    very first experiment still starts from the pinned commit."""
+    from loopx.governance.contract import amend_contract
+
+    pinned = git(repo.root, "rev-parse", "HEAD")
+    amend_contract(repo.ledger, repo.r.agents["cur"], "pin the base",
+                   settings=[("base_commit", pinned)])
+    (repo.root / "model.py").write_text("WIDTH = 256\n")
+    git(repo.root, "commit", "-q", "-am", "main moves on")
+    repo.dev_todo("dev-1")
+    done = repo.lane("ex", repo.script("edit", EDIT.format(path="model.py", commit=True)))
+    assert json.loads(done.stdout)["completed"] == 1, done.stdout
+    [packet] = repo.records("auto_research_evidence_packet_v0")
+    assert packet["payload"]["base_commit"] == pinned
+    assert repo.records("research_refusal_v0") == []
+
+
+@pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
+                    reason="needs git")
+def test_a_lane_script_missing_from_the_base_is_caught_before_any_claim(repo: Setup) -> None:
+    """The base was pinned before the lane's script was committed (or the script was never
+    committed): every worktree would lack it, and each todo would fail, a held-out one costing
+    its hypothesis' read. The lane stops before it claims, naming the file and the commit."""
+    from loopx.governance.contract import amend_contract
+
+    pinned = git(repo.root, "rev-parse", "HEAD")
+    amend_contract(repo.ledger, repo.r.agents["cur"], "pin the base",
+                   settings=[("base_commit", pinned)])
+    (repo.root / "lane_cmd.py").write_text(textwrap.dedent(
+        EDIT.format(path="model.py", commit=True)))
+    repo.dev_todo("dev-1")
+    for state in ("untracked", "committed after the pin"):
+        if state != "untracked":
+            git(repo.root, "add", "lane_cmd.py")
+            git(repo.root, "commit", "-q", "-m", "the lane command")
+        done = repo.lane("ex", Path("lane_cmd.py"))
+        assert done.returncode != 0, done.stdout
+        error = json.loads(done.stdout)
+        assert error["message"] == (
+            f"the lane command's lane_cmd.py is in your checkout but not in commit {pinned}, "
+            "where every experiment's worktree starts: the command would not find it")
+        assert "loopx contract amend --set base_commit=SHA" in error["hint"]
+        assert repo.todo("dev-1")["claims"] == 0
+    amend_contract(repo.ledger, repo.r.agents["cur"], "pin the commit with the lane command",
+                   settings=[("base_commit", git(repo.root, "rev-parse", "HEAD"))])
+    done = repo.lane("ex", Path("lane_cmd.py"))
+    assert json.loads(done.stdout)["completed"] == 1, done.stdout
+
+
+def test_the_script_a_lane_command_names() -> None:
+    from loopx.runner.attempt import script_paths
+
+    assert script_paths(["python3", "train_lane.py", "--fast"]) == ["train_lane.py"]
+    assert script_paths(["python3", "-u", "lanes/run.py"]) == ["lanes/run.py"]
+    assert script_paths(["./run.sh", "x"]) == ["./run.sh", "x"]
+    assert script_paths(["python3", "-m", "lab.train"]) == ["lab.train"]
+    assert script_paths(["/usr/bin/env", "python3"]) == ["python3"]
+    assert script_paths(["python3", "/abs/run.py"]) == []
+
+
+@pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
+                    reason="needs git")
 def test_a_clone_without_the_campaign_base_is_told_to_fetch_it(repo: Setup) -> None:
     """The campaign's first scored packet came from a host whose base commit this clone never
     fetched: the lane stops before it claims anything (a held-out claim would count as a read),

@@ -1044,10 +1044,33 @@ def test_the_disclosure_names_the_base_every_experiment_started_from() -> None:
     story = render(f.c.ledger, "story", "md").text
     [line] = [line for line in story.splitlines() if line.startswith("- Base: ")]
     assert line == (f"- Base: commit {BASE_COMMIT}, fixed by the first scored packet "
-                    f"({fixing['record_id']}, seq {fixing['seq']}); every scored run written "
-                    "under write rules version 8 started from it.")
+                    f"({fixing['record_id']}, seq {fixing['seq']}; the contract pins none, so "
+                    "that packet's executor chose it); every scored run written under write "
+                    "rules version 8 started from it.")
     board = render(f.c.ledger, "board", "html").text
     assert f"<li>Base: commit {BASE_COMMIT}, fixed by" in board
+
+
+def test_a_pinned_base_is_disclosed_as_the_contracts() -> None:
+    from lanes_support import campaign
+
+    from loopx.governance.state import current_contract
+    from loopx.narrator.publish import render
+    from loopx.testing.research import CONTRACT, GOOD, ResearchLoop
+
+    c = campaign()
+    r = ResearchLoop(c.ledger, c.owner)
+    base = "a" * 40
+    r.contract({**CONTRACT, "base_commit": base})
+    contract = current_contract(c.ledger.state()["lanes"])
+    assert contract is not None
+    r.propose("h1")
+    r.run("h1", "dev", GOOD, commits=(base, "b" * 40))
+    story = render(c.ledger, "story", "md").text
+    [line] = [line for line in story.splitlines() if line.startswith("- Base: ")]
+    assert line == (f"- Base: commit {base}, pinned by the contract (version 1, "
+                    f"{contract['record_id']}, seq {contract['seq']}); every scored run written "
+                    "under write rules version 8 started from it.")
 
 
 def test_with_a_measured_baseline_the_base_line_says_it_ran_the_base_unchanged() -> None:

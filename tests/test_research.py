@@ -637,10 +637,12 @@ def test_evaluations_of_a_decided_hypothesis_are_not_handed_out() -> None:
               Refused, "evaluates 'h1', which is already decided")
 
 
-def measured_protected_loop(rules: int | None = None) -> ResearchLoop:
+def measured_protected_loop(rules: int | None = None,
+                            base_commit: str | None = None) -> ResearchLoop:
     c = campaign(rules=rules)
     r = ResearchLoop(c.ledger, c.owner)
-    r.contract({**CONTRACT, "protected_scope": ["eval/"],
+    pin = {} if base_commit is None else {"base_commit": base_commit}
+    r.contract({**CONTRACT, "protected_scope": ["eval/"], **pin,
                 "metric": {**CONTRACT["metric"], "baseline_hypothesis": "base"},
                 "promotion_policy": {"required_gates": ["protected_boundary", "heldout"]}})
     return r
@@ -744,8 +746,9 @@ def test_every_scored_packet_starts_from_the_campaign_base(repo: Path) -> None:
     r.run("h1", "dev", None, status="failed", commits=(older, older))  # fixes nothing
     assert campaign_base(view(r)) is None
     fixing = r.run("h1", "dev", GOOD, commits=(base, change))
-    assert campaign_base(view(r)) == {"packet_id": fixing, "base_commit": base,
-                                      "seq": view(r)["packets"][fixing]["seq"]}
+    assert campaign_base(view(r)) == {
+        "packet_id": fixing, "record_id": fixing, "base_commit": base,
+        "seq": view(r)["packets"][fixing]["seq"], "contract_version": None}
     for other in (moved, older):
         refused = run_refused(r, lambda other=other: r.run(
             "h2", "dev", GOOD, commits=(other, other)), "other_base",
@@ -756,6 +759,90 @@ def test_every_scored_packet_starts_from_the_campaign_base(repo: Path) -> None:
     r.run("h2", "dev", GOOD, commits=(base, change))
     assert [view(r)["packets"][p]["status"] for p in view(r)["hypotheses"]["h2"]["packets"]] == [
         "failed", "scored"]
+
+
+def test_a_racing_executor_cannot_fix_a_weakened_base_once_the_contract_pins_one(
+        repo: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Unpinned, whoever writes the first scored packet chooses the base. An eager executor
+    commits a smaller model on a branch, writes the first scored packet from there, and its
+    hypothesis undoes the change: the honest baseline then measures the weakened code, and a
+    hypothesis no better than main is promoted. The contract's ``base_commit`` closes it."""
+    main = git(repo, "rev-parse", "HEAD")
+    tree = tmp_path_factory.mktemp("worktrees") / "h1"
+    git(repo, "worktree", "add", "-q", "-b", "loopx/h1/1", str(tree), main)
+    weakened = commit(tree, "model.py", "width = 8\n", "a smaller model")
+    undone = commit(tree, "model.py", "", "the hypothesis: back to main's model")
+    weak = [0.70, 0.71, 0.69]
+
+    def race(r: ResearchLoop) -> None:
+        r.propose("h1")
+        r.run("h1", "dev", GOOD, commits=(weakened, undone))
+        r.propose("base", mechanism="baseline")
+        for split in ("dev", "heldout"):  # the honest baseline measures the base it is handed
+            r.run("base", split, weak, commits=(weakened, weakened))
+        r.judge("h1", "dev")
+        r.run("h1", "heldout", HELDOUT, commits=(weakened, undone))
+        r.judge("h1", "heldout")
+
+    unpinned = measured_protected_loop()
+    race(unpinned)
+    assert check_gate(unpinned.ledger, unpinned.agents["ev"], "h1", repo=repo)["passed"]
+    decide(unpinned.ledger, unpinned.agents["ev"], "h1", "promoted")
+    # Pinned: the race's first packet is refused and recorded; the same run from main counts.
+    r = measured_protected_loop(base_commit=main)
+    r.propose("h1")
+    refused = run_refused(r, lambda: r.run("h1", "dev", GOOD, commits=(weakened, undone)),
+                          "other_base", f"starts from base_commit {weakened}, but the "
+                          f"campaign's experiments start from {main} \\(pinned by the "
+                          "contract, version 1")
+    contract = current_contract(view(r))
+    assert contract is not None and refused["payload"]["cites"] == [contract["record_id"]]
+    assert view(r)["hypotheses"]["h1"]["packets"] == []
+    r.run("h1", "dev", GOOD, commits=(main, undone))
+
+
+def test_a_pinned_base_moves_with_the_contract_only_until_evidence() -> None:
+    """Before any evidence the curator may move or drop the pin; after, a version that moves
+    or drops it is refused and recorded, and one that keeps it is written. A scored packet
+    with no base_commit at all is refused under a pin."""
+    from loopx.research.state import campaign_base
+
+    first, second, other = "a" * 40, "b" * 40, "c" * 40
+    r = measured_protected_loop(base_commit=first)
+    pinned = campaign_base(view(r))
+    assert pinned is not None and (pinned["base_commit"], pinned["contract_version"]) == (
+        first, 1)
+    amend_contract(r.ledger, r.agents["cur"], "pin the release", settings=[
+        ("base_commit", second)])
+    assert campaign_base(view(r))["base_commit"] == second
+    amend_contract(r.ledger, r.agents["cur"], "unpin", settings=[("base_commit", None)])
+    assert campaign_base(view(r)) is None
+    amend_contract(r.ledger, r.agents["cur"], "pin again", settings=[("base_commit", second)])
+    r.propose("h1")
+    run_refused(r, lambda: r.run("h1", "dev", GOOD), "other_base",
+                f"names no base_commit, but the campaign's experiments start from {second}")
+    r.run("h1", "dev", GOOD, commits=(second, other))
+    for settings, what in (([("base_commit", first)], f"pins base_commit {first}"),
+                           ([("base_commit", None)], "drops the pinned base_commit")):
+        refused_and_recorded(r, lambda settings=settings: amend_contract(
+            r.ledger, r.agents["cur"], "move it", settings=settings), "other_base", what)
+    amend_contract(r.ledger, r.agents["cur"], "more seeds later",
+                   settings=[("stop_policy.max_iterations", 9)])
+    assert campaign_base(view(r))["base_commit"] == second
+
+
+def test_a_contract_cannot_move_a_base_a_packet_fixed() -> None:
+    from loopx.research.state import campaign_base
+
+    base = "a" * 40
+    r = measured_protected_loop()
+    r.propose("h1")
+    fixing = r.run("h1", "dev", GOOD, commits=(base, "b" * 40))
+    refused_and_recorded(r, lambda: amend_contract(
+        r.ledger, r.agents["cur"], "pin another", settings=[("base_commit", "c" * 40)]),
+        "other_base", f"fixed by its first scored packet, {fixing}")
+    amend_contract(r.ledger, r.agents["cur"], "pin the same", settings=[("base_commit", base)])
+    assert campaign_base(view(r))["packet_id"] == fixing
 
 
 def test_a_baseline_measured_invalid_is_no_comparator() -> None:

@@ -57,6 +57,9 @@ def contract() -> None:
               help="protected_scope: a path or glob no evaluated commit may change (repeatable).")
 @click.option("--protected-commit", metavar="SHA",
               help="The commit whose protected scope every evaluated commit must hold.")
+@click.option("--base-commit", metavar="SHA",
+              help="The commit every experiment starts from (pin it: otherwise the first "
+                   "scored packet's executor chooses).")
 @click.option("--editable", multiple=True, metavar="PATH",
               help="editable_scope: a path executors are meant to change (repeatable).")
 @click.option("--dev-location", metavar="LOCATION",
@@ -86,8 +89,9 @@ def contract_init(ctx: click.Context, source: Path | None, prompt: str | None, n
                   metric: str | None, direction: str | None, baseline: float | None,
                   seeds: str | None, dev_split: str, heldout_split: str,
                   baseline_hypothesis: str | None, protected: tuple[str, ...],
-                  protected_commit: str | None, editable: tuple[str, ...],
-                  dev_location: str | None, heldout_location: str | None, mode: str,
+                  protected_commit: str | None, base_commit: str | None,
+                  editable: tuple[str, ...], dev_location: str | None,
+                  heldout_location: str | None, mode: str,
                   allowed: tuple[str, ...], denied: tuple[str, ...], budget: tuple[str, ...],
                   tool_risks: tuple[str, ...], settings: tuple[str, ...],
                   contract_id: str | None, dry_run: bool,
@@ -129,8 +133,9 @@ def contract_init(ctx: click.Context, source: Path | None, prompt: str | None, n
             "budget": {f"max_{k}": v for k, v in costs(budget, "--budget").items()},
         }
     flags = scope_settings(baseline_hypothesis=baseline_hypothesis, protected=protected,
-                           protected_commit=protected_commit, editable=editable,
-                           dev_location=dev_location, heldout_location=heldout_location)
+                           protected_commit=protected_commit, base_commit=base_commit,
+                           editable=editable, dev_location=dev_location,
+                           heldout_location=heldout_location)
     if tool_risks:  # applied like --set tool_risks={...}, before --set
         flags.append(("tool_risks", {**(payload.get("tool_risks") or {}),
                                      **key_values(tool_risks, "--tool-risk")}))
@@ -202,6 +207,9 @@ def contract_show(ctx: click.Context, version: int | None, as_json: bool) -> Non
              f"seeds {','.join(map(str, m['seeds']))}",
              f"splits: dev {c['evaluation']['dev']['name']}, held-out "
              f"{c['evaluation']['heldout']['name']}"]
+    lines.append(f"base: experiments start from {c['base_commit']} (pinned)"
+                 if c.get("base_commit") else
+                 "base: not pinned (the first scored packet's base_commit fixes it)")
     limits = {k: v for k, v in c["budget"].items() if v}
     lines.append("budget: " + (", ".join(f"{k} {v:g}" for k, v in limits.items()) or "no limits"))
     lines.append(f"tools: allowed {', '.join(c['allowed_tools']) or 'any not denied'}; "

@@ -107,8 +107,10 @@ def curator(claim: dict[str, Any]) -> dict[str, Any]:
         "stop_policy": {"max_iterations": s["iterations"]},
         "budget": {"max_cpu_hours": 1.0},
     }
-    if git:  # the evaluator in the first commit is the real one: every evaluated commit holds it
-        contract["protected_commit"] = subprocess.run(
+    if git:
+        # The first commit holds the real evaluator (every evaluated commit must hold it) and
+        # the code every experiment starts from (pinned, so no executor's packet chooses it).
+        contract["protected_commit"] = contract["base_commit"] = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
             check=True).stdout.strip()
     return {"calls": [

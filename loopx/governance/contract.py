@@ -105,7 +105,8 @@ def parse_setting(text: str) -> tuple[str, Any]:
 
 
 def scope_settings(*, baseline_hypothesis: str | None = None, protected: tuple[str, ...] = (),
-                   protected_commit: str | None = None, editable: tuple[str, ...] = (),
+                   protected_commit: str | None = None, base_commit: str | None = None,
+                   editable: tuple[str, ...] = (),
                    dev_location: str | None = None,
                    heldout_location: str | None = None) -> list[tuple[str, Any]]:
     """``contract init``'s scope, split-location and measured-baseline flags as dotted-path
@@ -117,7 +118,8 @@ def scope_settings(*, baseline_hypothesis: str | None = None, protected: tuple[s
     from loopx.kernel.errors import UsageProblem
 
     named = [("--baseline-hypothesis", baseline_hypothesis),
-             ("--protected-commit", protected_commit), ("--dev-location", dev_location),
+             ("--protected-commit", protected_commit), ("--base-commit", base_commit),
+             ("--dev-location", dev_location),
              ("--heldout-location", heldout_location), *(("--protected", p) for p in protected),
              *(("--editable", e) for e in editable)]
     for option, value in named:
@@ -125,7 +127,7 @@ def scope_settings(*, baseline_hypothesis: str | None = None, protected: tuple[s
             raise UsageProblem(f"{option} must not be empty")
     out: list[tuple[str, Any]] = []
     for path, value in (("metric.baseline_hypothesis", baseline_hypothesis),
-                        ("protected_commit", protected_commit),
+                        ("protected_commit", protected_commit), ("base_commit", base_commit),
                         ("evaluation.dev.location", dev_location),
                         ("evaluation.heldout.location", heldout_location)):
         if value is not None:

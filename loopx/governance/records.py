@@ -166,6 +166,10 @@ class ResearchContractV0(Model):
     protected_commit: GitCommit | None = Field(
         default=None, description="the commit whose protected scope every evaluated commit must "
                                   "match exactly (closes a base cited after a protected change)")
+    base_commit: GitCommit | None = Field(
+        default=None, description="the commit every experiment starts from, pinned by the "
+                                  "contract (without it, the first scored packet's base "
+                                  "fixes it: whoever writes that packet chooses)")
     novelty_boundary: LongText | NoveltyBoundary | None = Field(
         default=None, description="the prior art a novelty claim is judged against: a "
                                   "NoveltyBoundary, whose prior_art every novel audit verdict "

@@ -147,16 +147,17 @@ def _bh(r: Reader, judged: list[dict[str, Any]], contract: dict[str, Any]) -> di
 
 
 def _base(r: Reader, view: View) -> dict[str, Any] | None:
-    """The commit every experiment starts from, and the packet that fixed it (its commit is
-    not shown when that packet is private)."""
+    """The commit every experiment starts from, and the contract or packet that fixed it (its
+    commit is not shown when that packet is private)."""
     fixed = campaign_base(view)
     if fixed is None:
         return None
     pid = fixed["packet_id"]
-    if view["packets"][pid]["visibility"] == "private":
+    if pid is not None and view["packets"][pid]["visibility"] == "private":
         return {"private": True, "seq": fixed["seq"]}
-    key = r.rid(pid)
-    return {"private": False, "seq": fixed["seq"], "packet_id": key,
+    key = r.rid(fixed["record_id"])
+    return {"private": False, "seq": fixed["seq"], "record_id": key,
+            "contract_version": fixed["contract_version"],
             "commit": r.typed(fixed["base_commit"], "git_commit", key, "base_commit")}
 
 

@@ -351,9 +351,14 @@ def disclosure_lines(d: dict[str, Any]) -> list[str]:
 
 def base_line(b: dict[str, Any], *, measured: bool) -> str:
     """The commit every experiment starts from, and what that promises."""
-    which = (f"fixed by a private packet at seq {b['seq']}" if b["private"] else
-             f"commit {b['commit']}, fixed by the first scored packet ({b['packet_id']}, seq "
-             f"{b['seq']})")
+    if b["private"]:
+        which = f"fixed by a private packet at seq {b['seq']}"
+    elif b["contract_version"] is not None:
+        which = (f"commit {b['commit']}, pinned by the contract (version "
+                 f"{b['contract_version']}, {b['record_id']}, seq {b['seq']})")
+    else:
+        which = (f"commit {b['commit']}, fixed by the first scored packet ({b['record_id']}, "
+                 f"seq {b['seq']}; the contract pins none, so that packet's executor chose it)")
     ran = (", and the measured baseline ran it unchanged, so each comparison is of a "
            "hypothesis' own change") if measured else ""
     return (f"Base: {which}; every scored run written under write rules version 8 started "

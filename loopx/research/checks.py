@@ -166,21 +166,24 @@ def _check_packet(view: View, who: Identity, record: Record) -> None:
 
 
 def _check_base(view: View, hypothesis_id: str, p: dict[str, Any]) -> None:
-    """One campaign, one base: a scored result starts from the commit the campaign's first one
-    started from, and the measured baseline runs that commit unchanged. A comparison of two
-    bases credits a hypothesis with whatever differs between them; a baseline with commits of
-    its own could weaken the code every hypothesis is compared with."""
+    """One campaign, one base: a scored result starts from the commit the contract pins or the
+    campaign's first one started from, and the measured baseline runs that commit unchanged. A
+    comparison of two bases credits a hypothesis with whatever differs between them; a
+    baseline with commits of its own could weaken the code every hypothesis is compared with."""
     base, evaluated = p.get("base_commit"), p.get("evaluated_commit")
     fixed = campaign_base(view)
-    if base and fixed is not None and base != fixed["base_commit"]:
+    pinned = fixed is not None and fixed["packet_id"] is None
+    if fixed is not None and base != fixed["base_commit"] and (base or pinned):
+        starts = (f"starts from base_commit {base}" if base else
+                  "names no base_commit")
         raise ResearchRefused(
-            "other_base", f"the packet starts from base_commit {base}, but the campaign's "
-            f"experiments start from {fixed['base_commit']} (fixed by its first scored packet, "
-            f"{fixed['packet_id']}): results from another base are not comparable",
-            hypothesis_id=hypothesis_id, cites=[fixed["packet_id"]],
+            "other_base", f"the packet {starts}, but the campaign's experiments start from "
+            f"{fixed['base_commit']} ({fixed_by(fixed)}): results from another base are not "
+            "comparable", hypothesis_id=hypothesis_id, cites=[fixed["record_id"]],
             detail={"base_commit": base, "campaign_base": fixed["base_commit"]},
             hint=f"run the experiment on a branch from {fixed['base_commit']} (`loopx lane run` "
-                 "makes its worktrees there); a new base is a new campaign")
+                 "makes its worktrees there, and records both commits); a new base is a new "
+                 "campaign")
     if base and evaluated and evaluated != base and hypothesis_id == baseline_hypothesis(view):
         raise ResearchRefused(
             "baseline_changed", f"the measured baseline {hypothesis_id!r} evaluated "
@@ -189,6 +192,33 @@ def _check_base(view: View, hypothesis_id: str, p: dict[str, Any]) -> None:
             hypothesis_id=hypothesis_id,
             detail={"base_commit": base, "evaluated_commit": evaluated},
             hint="evaluate the base commit itself: commit nothing on the baseline's branch")
+
+
+def fixed_by(base: dict[str, Any]) -> str:
+    """What fixed the campaign's base, in words (for refusals)."""
+    if base["packet_id"] is None:
+        return f"pinned by the contract, version {base['contract_version']}, {base['record_id']}"
+    return f"fixed by its first scored packet, {base['packet_id']}"
+
+
+def _check_base_pin(view: View, p: dict[str, Any]) -> None:
+    """A contract version may pin the base, or move its pin, only while nothing was measured
+    from another: once evidence exists, every result was compared on the base in force."""
+    pin, fixed = p.get("base_commit"), campaign_base(view)
+    if fixed is None or pin == fixed["base_commit"]:
+        return
+    by_packet = fixed["packet_id"] is not None
+    if not by_packet and evidence_since(view) is None:
+        return  # pinned, and nothing measured yet: the curator may still move or drop it
+    if by_packet and pin is None:
+        return  # never pinned: the packet's base stands
+    what = (f"pins base_commit {pin}" if pin else "drops the pinned base_commit")
+    raise ResearchRefused(
+        "other_base", f"the contract version {what}, but the campaign's experiments start "
+        f"from {fixed['base_commit']} ({fixed_by(fixed)}) and evidence has been recorded "
+        "from it: results from two bases are not comparable", cites=[fixed["record_id"]],
+        detail={"base_commit": pin, "campaign_base": fixed["base_commit"]},
+        hint=f"keep base_commit {fixed['base_commit']}; a new base is a new campaign")
 
 
 def _refuse_repeated_seeds(hypothesis_id: str, results: list[dict[str, Any]]) -> None:
@@ -427,6 +457,8 @@ def _check_contract(view: View, who: Identity, record: Record) -> None:
         check_contract_paths(p, contract_scopes(view))
     if applies(view, 4):
         check_split_locations(p)
+    if applies(view, 8):
+        _check_base_pin(view, p)
     plan = current_plan(view)
     measured = None if plan is None else plan["plan"]["metric.baseline_hypothesis"]
     if (plan is not None and plan["frozen_seq"] is not None and measured is not None

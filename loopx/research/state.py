@@ -21,7 +21,13 @@ from loopx.kernel.rules import applies
 from loopx.research.completeness import stated
 from loopx.research.fingerprint import fingerprint
 from loopx.research.grounding import compact, fold_grounding_ref, fold_hypothesis_refs
-from loopx.research.plan import current_plan, fold_contract, freeze, plan_version
+from loopx.research.plan import (
+    current_plan,
+    evidence_since,
+    fold_contract,
+    freeze,
+    plan_version,
+)
 
 SLICES = ("hypotheses", "packets", "content_index", "hypothesis_todos", "decisions",
           "hypothesis_decisions", "grounding", "fingerprints")
@@ -73,11 +79,18 @@ def baseline_hypothesis(view: dict[str, Any]) -> str | None:
 
 
 def campaign_base(view: dict[str, Any]) -> dict[str, Any] | None:
-    """The packet that fixed the campaign's base commit (``packet_id``, ``base_commit``,
-    ``seq``): its first scored result, not of claimed provenance, that cites one. Every
-    experiment starts from that commit, so hypotheses and the measured baseline are compared on
-    the same code."""
+    """The commit every experiment starts from, and the record that fixed it: ``base_commit``,
+    ``record_id``, ``seq``, and either ``contract_version`` (the contract pins it) or
+    ``packet_id`` (the campaign's first scored result, not of claimed provenance, that cites
+    one). Hypotheses and the measured baseline are then compared on the same code."""
     return view["campaign"].get("base")
+
+
+def _fix_base(record: dict[str, Any], commit: str, *, packet: bool,
+              contract_version: int | None = None) -> dict[str, Any]:
+    return {"base_commit": commit, "record_id": record["record_id"], "seq": record["seq"],
+            "packet_id": record["record_id"] if packet else None,
+            "contract_version": contract_version}
 
 
 def dev_attempts(view: dict[str, Any], entry: dict[str, Any]) -> list[dict[str, Any]]:
@@ -214,8 +227,7 @@ def _packet(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> 
         "valid": p.get("valid", True), "violations": list(p.get("violations") or []),
     }
     if campaign.get("base") is None and packet["base_commit"] and scored_result(packet):
-        campaign["base"] = {"packet_id": packet["packet_id"],
-                            "base_commit": packet["base_commit"], "seq": packet["seq"]}
+        campaign["base"] = _fix_base(record, packet["base_commit"], packet=True)
     entry = view["hypotheses"].get(hid)
     if entry is not None:
         _touch(view, hid, record, packets=[*entry["packets"], record["record_id"]])
@@ -327,6 +339,13 @@ def _approval(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -
 def _contract(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
     # After governance appended the version: the plan versions follow the contract's.
     campaign = view["campaign"]
+    base = campaign.get("base")
+    # A pin moves with the contract until the first evidence packet (as the plan does); a
+    # base a packet fixed never moves, and the write checks refuse a version that would.
+    if base is None or (base["packet_id"] is None and evidence_since(view) is None):
+        pin = p.get("base_commit")
+        campaign["base"] = None if pin is None else _fix_base(
+            record, pin, packet=False, contract_version=p.get("version", 1))
     campaign["plans"] = fold_contract(campaign["plans"], p, record["seq"], len(view["packets"]))
 
 

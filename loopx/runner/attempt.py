@@ -113,6 +113,18 @@ def foreseen_failure(command: list[str], cwd: Path | None) -> str | None:
         command, OSError(code, os.strerror(code), program))
 
 
+def script_paths(command: list[str]) -> list[str]:
+    """The relative paths a command surely reads from where it starts: the program itself,
+    when given as a path, and the first argument after it that is not an option (the script
+    of ``python3 train.py`` or ``bash run.sh``)."""
+    program, rest = command[0], command[1:]
+    named = [program] if "/" in program else []
+    first = next((a for a in rest if not a.startswith("-")), None)
+    if first is not None:
+        named.append(first)
+    return [p for p in named if p and not os.path.isabs(p)]
+
+
 def _start_error(path: Path) -> int | None:
     """The errno starting ``path`` would fail with: missing, or a directory or not executable."""
     if not path.exists():

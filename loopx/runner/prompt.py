@@ -22,7 +22,10 @@ ROLE_COMMANDS: dict[str, tuple[str, ...]] = {
         "`loopx contract init --prompt TEXT --metric NAME --direction maximize|minimize "
         "--baseline X --seeds 0,1,2 --protected PATH` (or `--file F`; `--dry-run` checks "
         "without writing): the contract's first version; the campaign becomes planned. Every "
-        "version names its protected scope and stays inside the workspace's contract scopes.",
+        "version names its protected scope and stays inside the workspace's contract scopes. "
+        "Pin `--protected-commit SHA` and `--base-commit SHA` (the commit every experiment "
+        "starts from, holding the lane commands): unpinned, the first executor to record a "
+        "scored packet chooses the base.",
         "`loopx contract amend --reason TEXT --set PATH=VALUE` (or `--file F`; `--dry-run` "
         "checks without writing): the next version; `loopx contract show` prints the one in "
         "force.",

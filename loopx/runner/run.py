@@ -40,6 +40,7 @@ from loopx.runner.attempt import (
     OutputReader,
     foreseen_failure,
     kill_group,
+    script_paths,
     start_failure,
 )
 from loopx.runner.recorder import REASON_CHARS, AttemptRecorder
@@ -148,21 +149,23 @@ class LaneRunner:
         return self.options.worktrees and self.report.role == "research_executor"
 
     def _check_base(self) -> None:
-        """Refuse before claiming when no worktree could start: the repository has no commit,
-        or lacks the campaign's base commit. After the claim it would cost the todo a claim,
-        and a held-out todo its hypothesis' read (a claim counts as one)."""
+        """Refuse before claiming when no worktree could start, or the command could not run
+        in one: the repository has no commit, lacks the campaign's base commit, or the command's
+        script is not in it. After the claim it would cost the todo a claim, and a held-out
+        todo its hypothesis' read (a claim counts as one)."""
         # A campaign's base, once fixed and found here, never changes: no need to read again.
         found = self._base_checked not in (None, "HEAD")
         if not self._in_worktrees or self._root is None or found:
             return
         from loopx.research.state import campaign_base
-        from loopx.runner.worktrees import start_commit
+        from loopx.runner.worktrees import require_committed, start_commit
 
         fixed = campaign_base(self.ledger.state()["lanes"])
         base = None if fixed is None else fixed["base_commit"]
-        if (base or "HEAD") != self._base_checked:
-            start_commit(self._root, base)
-            self._base_checked = base or "HEAD"  # a commit stays: each start checked once
+        if (base or "HEAD") != self._base_checked:  # a commit stays: each start checked once
+            start = start_commit(self._root, base)
+            require_committed(self._root, start, script_paths(self.options.command))
+            self._base_checked = base or "HEAD"
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self.stopping = True
