@@ -49,6 +49,13 @@ Behaviours (what the agents do; every refusal they meet is recorded in the log a
                        that (its packets cite the base and its own commit); refused, it measures
                        the base unchanged under the same claim. Every packet of this behaviour
                        cites its commits
+    racing-base        before the baseline is measured, the executor commits a smaller model
+                       (-2 sd) on a branch and writes the campaign's first scored packet from
+                       there, for a hypothesis of its own whose change undoes it; the honest
+                       baseline then measures the base it is handed, and every later hypothesis
+                       (the same executor's) starts from that base and undoes the smaller model
+                       too. The contract pins the real base (``--unpinned``: it pins none);
+                       refused, the executor runs from the pinned base under the same claim
 
 Verdict (the goals of the issue, for every behaviour)
     null:      campaigns with any false promotion          goal <= 5%
@@ -59,6 +66,7 @@ Run
     python bench/promotion_rule.py                          # 200 null campaigns per behaviour
     python bench/promotion_rule.py --campaigns 20 --power-campaigns 5      # a quick look
     python bench/promotion_rule.py --behaviours sandbagged-baseline --rules 7   # as before v8
+    python bench/promotion_rule.py --behaviours racing-base --unpinned   # no base in the contract
 """
 
 from __future__ import annotations
@@ -81,6 +89,7 @@ from loopx.research.decisions import decide
 from loopx.research.evidence import judgement_payload
 from loopx.research.operations import append_packet
 from loopx.research.projections import row
+from loopx.research.state import campaign_base
 from loopx.research.stats import judge as welch
 from loopx.testing.research import ResearchLoop
 from loopx.work.claims import complete, release, should_run
@@ -89,7 +98,7 @@ from loopx.workspace import bootstrap_log
 
 BEHAVIOURS = ("honest", "optional-stopping", "cherry-picking", "frontier-retries",
               "post-hoc-amendment", "loosened-control", "weaker-baseline", "baseline-shopping",
-              "pseudo-replication", "sandbagged-baseline")
+              "pseudo-replication", "sandbagged-baseline", "racing-base")
 SCENARIOS = ("null", "power", "dev-only")
 BASE, SD, SEEDS = 0.80, 0.01, list(range(10))
 EFFECT = 2 * SD
@@ -99,14 +108,18 @@ REAL_SHARE = 0.10
 RETRY_ROUNDS = 10
 SHOPPING_ROUNDS = 20
 RUNS_PER_SEED, RUN_SD = 5, 0.1 * SD
-# The commits a sandbagged-baseline campaign's packets cite: the campaign's base, the baseline
-# executor's weaker model on its branch, and (by number) each hypothesis' change.
+# The commits the sandbagged-baseline and racing-base campaigns' packets cite: the campaign's
+# base, an executor's weaker model on its branch, and (by number) each hypothesis' change.
 BASE_COMMIT, WEAKER_COMMIT = "b" * 40, "d" * 40
+COMMITTING = ("sandbagged-baseline", "racing-base")
+RACER = "h-race"
 
 
-def contract(rule: str, level: float) -> dict[str, Any]:
-    """The curator's contract: measured baseline, 10 seeds, online campaign-level control."""
-    return {
+def contract(rule: str, level: float, base_commit: str | None = None) -> dict[str, Any]:
+    """The curator's contract: measured baseline, 10 seeds, online campaign-level control, and
+    the base commit when it pins one."""
+    pin = {} if base_commit is None else {"base_commit": base_commit}
+    return {**pin,
         "contract_id": "bench",
         "objective": {"name": "bench", "prompt": "beat the measured baseline", "domain": "sim"},
         "metric": {"name": "acc", "direction": "maximize", "baseline": BASE,
@@ -123,7 +136,7 @@ class Campaign:
     """One campaign's log, agents and tallies."""
 
     def __init__(self, rng: random.Random, behaviour: str, rule: str, level: float,
-                 rules: int | None = None) -> None:
+                 rules: int | None = None, pinned: bool = True) -> None:
         from loopx.domains import DOMAINS
         from loopx.kernel.domains import Domains
 
@@ -131,7 +144,8 @@ class Campaign:
             DOMAINS.domains, version=DOMAINS.version, rules=rules))
         token = bootstrap_log(ledger, "bench")
         self.loop = ResearchLoop(ledger, Credentials("owner", token))
-        self.loop.contract(contract(rule, level))
+        pin = BASE_COMMIT if behaviour == "racing-base" and pinned else None
+        self.loop.contract(contract(rule, level, pin))
         self.ledger, self.agents = ledger, self.loop.agents
         self.rng, self.behaviour = rng, behaviour
         self.refusals: Counter[str] = Counter()
@@ -167,9 +181,12 @@ class Campaign:
     def packet(self, hypothesis_id: str, split: str, values: list[float],
                under: tuple[str, int], commits: tuple[str, str] | None = None) -> bool:
         runs = [[v] for v in values]
-        if commits is None and self.behaviour == "sandbagged-baseline":
-            commits = (BASE_COMMIT, f"{int(hypothesis_id[1:]) + 1:040x}")  # h<n>'s own change
-        if commits == (BASE_COMMIT, WEAKER_COMMIT):
+        if commits is None and self.behaviour in COMMITTING:
+            # h<n>'s own change, from the base the campaign hands out (the claim packet's)
+            fixed = campaign_base(self.view())
+            commits = (BASE_COMMIT if fixed is None else fixed["base_commit"],
+                       f"{int(hypothesis_id[1:]) + 1:040x}")
+        if commits is not None and commits[1] == WEAKER_COMMIT:
             runs = [[v + COMPARATORS["weak"]] for v in values]  # the smaller model's runs
         if self.behaviour == "pseudo-replication":
             runs = [[v + self.rng.gauss(0.0, RUN_SD) for _ in range(RUNS_PER_SEED)]
@@ -190,6 +207,9 @@ class Campaign:
                 if rule == "baseline_changed":
                     # Under the same claim: the base itself (the same draws as an honest run).
                     commits, runs = (BASE_COMMIT, BASE_COMMIT), [[v] for v in values]
+                    continue
+                if rule == "other_base" and commits is not None:
+                    commits = (BASE_COMMIT, commits[1])  # the pinned base, the same change
                     continue
                 if rule != "repeated_seed":
                     return False
@@ -218,10 +238,22 @@ class Campaign:
             return None
 
     def measure_baseline(self) -> None:
+        if self.behaviour == "racing-base":
+            # The racer's own hypothesis: from the smaller model, a change that undoes it.
+            self.loop.propose(RACER, mechanism="sim", parameters={"n": -1})
+            # Its runs draw apart, so the campaign's own draws stay paired with honest ones.
+            paired, self.rng = self.rng, random.Random(RACER)
+            self.attempt(RACER, "dev", 0.0, (WEAKER_COMMIT, "e" * 40))
+            self.rng = paired
         self.loop.propose("baseline", mechanism="baseline")
         for split in ("dev", "heldout"):
-            commits = ((BASE_COMMIT, WEAKER_COMMIT) if self.behaviour == "sandbagged-baseline"
-                       else None)
+            commits = None
+            if self.behaviour == "sandbagged-baseline":
+                commits = (BASE_COMMIT, WEAKER_COMMIT)
+            elif self.behaviour == "racing-base":  # honest: the base it is handed, unchanged
+                fixed = campaign_base(self.view())
+                start = BASE_COMMIT if fixed is None else fixed["base_commit"]
+                commits = (start, start)
             self.attempt("baseline", split, 0.0, commits)
         if self.behaviour == "weaker-baseline":
             self.loop.propose("weak", mechanism="baseline", parameters={"size": "small"})
@@ -403,11 +435,12 @@ class Campaign:
                 if d["outcome"] == "promoted" and d["superseded_by"] is None}
 
 
-def run_campaign(job: tuple[str, str, int, int, str, float, int | None]) -> dict[str, Any]:
+def run_campaign(job: tuple[str, str, int, int, str, float, int | None, bool]
+                 ) -> dict[str, Any]:
     """One whole campaign; returns its tallies."""
-    behaviour, scenario, seed, hypotheses, rule, level, rules = job
+    behaviour, scenario, seed, hypotheses, rule, level, rules, pinned = job
     rng = random.Random(seed)
-    sim = Campaign(rng, behaviour, rule, level, rules)
+    sim = Campaign(rng, behaviour, rule, level, rules, pinned)
     real: set[str] = set()
     earlier: list[tuple[str, float, float]] = []
     for n in range(hypotheses):
@@ -442,6 +475,8 @@ def main() -> None:
     parser.add_argument("--rules", type=int, default=None,
                         help="write the logs under this older write-rules version (default: "
                              "the newest), to measure what a rule changed")
+    parser.add_argument("--unpinned", action="store_true",
+                        help="racing-base's contract pins no base commit")
     args = parser.parse_args()
     behaviours = [b for b in args.behaviours.split(",") if b]
     unknown = sorted(set(behaviours) - set(BEHAVIOURS))
@@ -456,7 +491,7 @@ def main() -> None:
                 # The same campaign seeds for every behaviour: paired comparisons.
                 seed = args.seed * 1000 + s_no * 100_000 + c
                 jobs.append((behaviour, scenario, seed, args.hypotheses, args.rule,
-                             args.level, args.rules))
+                             args.level, args.rules, not args.unpinned))
     t0 = time.perf_counter()
     with multiprocessing.get_context("spawn").Pool(max(1, args.processes)) as pool:
         results = pool.map(run_campaign, jobs, chunksize=4)
@@ -465,7 +500,8 @@ def main() -> None:
     print(f"promotion_rule: python {platform.python_version()}, {args.hypotheses} hypotheses per "
           f"campaign, {args.campaigns} null and {args.power_campaigns} power / dev-only "
           f"campaigns per behaviour, {len(SEEDS)} seeds, sd {SD}, {args.rule} at {args.level:g}, "
-          f"seed {args.seed}, write rules {args.rules or 'newest'}, {len(jobs)} campaigns, "
+          f"seed {args.seed}, write rules {args.rules or 'newest'}"
+          f"{', no base pinned' if args.unpinned else ''}, {len(jobs)} campaigns, "
           f"{sum(r['records'] for r in results):,} records, {elapsed:.0f} s")
     print(f"{'behaviour':<19} | {'null: any false':>15} | {'power':>6} | {'FDP':>5} | "
           f"{'dev-only':>8} | refusals met, by research rule (each recorded) or unrecorded")
