@@ -447,14 +447,37 @@ def test_a_lane_script_missing_from_the_base_is_caught_before_any_claim(repo: Se
 
 
 def test_the_script_a_lane_command_names() -> None:
-    from loopx.runner.attempt import script_paths
+    from loopx.runner.preflight import interpreted_script, script_paths
 
     assert script_paths(["python3", "train_lane.py", "--fast"]) == ["train_lane.py"]
     assert script_paths(["python3", "-u", "lanes/run.py"]) == ["lanes/run.py"]
     assert script_paths(["./run.sh", "x"]) == ["./run.sh", "x"]
-    assert script_paths(["python3", "-m", "lab.train"]) == ["lab.train"]
-    assert script_paths(["/usr/bin/env", "python3"]) == ["python3"]
     assert script_paths(["python3", "/abs/run.py"]) == []
+    assert script_paths(["uv", "run", "train.py"]) == ["run"]
+    for command, script in ((["python3", "-X", "importtime", "-u", "t.py", "a"], "t.py"),
+                            (["/usr/bin/env", "-i", "A=1", "python3.11", "t.py"], "t.py"),
+                            (["bash", "-o", "pipefail", "run.sh"], "run.sh"),
+                            (["node", "--require", "x", "lane.js"], "lane.js"),
+                            (["Rscript", "lane.R"], "lane.R"),
+                            (["python3", "-m", "lab.train"], None),
+                            (["python3", "-c", "print(1)"], None), (["bash", "-c", "x"], None),
+                            (["python3", "-"], None), (["make", "train"], None)):
+        assert interpreted_script(command) == script, command
+
+
+def test_a_mistyped_script_is_caught_before_any_claim(repo: Setup) -> None:
+    """`python3 trian_lane.py`: the interpreter starts, cannot open its script and exits, once
+    per claimed todo, so every todo would fail (and a held-out one cost its hypothesis' read).
+    The lane stops before it claims, in a worktree and in the workspace alike."""
+    repo.dev_todo("dev-1")
+    for extra, says in (((), "is neither in commit"),
+                        (("--no-worktree",), "which is not a file in")):
+        done = repo.lane("ex", Path("trian_lane.py"), *extra)
+        assert done.returncode != 0, done.stdout
+        report = json.loads(done.stdout)
+        said = report.get("message") or report["reason"]
+        assert "trian_lane.py" in said and says in said, said
+        assert repo.todo("dev-1")["claims"] == 0
 
 
 @pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0,

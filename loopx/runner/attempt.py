@@ -4,15 +4,12 @@ started)."""
 
 from __future__ import annotations
 
-import errno
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 MAX_OUTPUT = 16 * 1024 * 1024  # stdout bytes kept from one command; more fails the attempt
@@ -93,43 +90,6 @@ def start_failure(command: list[str], exc: OSError) -> str:
     if exc.filename is not None:
         why = f"{why}: {os.fsdecode(exc.filename)!r}"
     return f"cannot start the command `{shlex.join(command)}`: {why}"
-
-
-def foreseen_failure(command: list[str], cwd: Path | None) -> str | None:
-    """Why the command surely cannot start, known before any todo is claimed: a program not on
-    ``PATH``, or a path that does not exist or is not executable (``cwd``: where a relative
-    path is looked up, None when that place does not exist yet). None: it may start."""
-    program = command[0]
-    if "/" not in program:
-        code = errno.ENOENT if shutil.which(program) is None else None
-    elif os.path.isabs(program):
-        code = _start_error(Path(program))
-    elif cwd is not None:
-        code = _start_error(cwd / program)
-    else:
-        code = None  # relative to a place that does not exist yet
-    # Worded as Popen's own OSError would be, so both paths say the same.
-    return None if code is None else start_failure(
-        command, OSError(code, os.strerror(code), program))
-
-
-def script_paths(command: list[str]) -> list[str]:
-    """The relative paths a command surely reads from where it starts: the program itself,
-    when given as a path, and the first argument after it that is not an option (the script
-    of ``python3 train.py`` or ``bash run.sh``)."""
-    program, rest = command[0], command[1:]
-    named = [program] if "/" in program else []
-    first = next((a for a in rest if not a.startswith("-")), None)
-    if first is not None:
-        named.append(first)
-    return [p for p in named if p and not os.path.isabs(p)]
-
-
-def _start_error(path: Path) -> int | None:
-    """The errno starting ``path`` would fail with: missing, or a directory or not executable."""
-    if not path.exists():
-        return errno.ENOENT
-    return errno.EACCES if path.is_dir() or not os.access(path, os.X_OK) else None
 
 
 def kill_group(child: subprocess.Popen[bytes]) -> None:

@@ -38,11 +38,10 @@ from loopx.runner.attempt import (
     Attempt,
     LaneReport,
     OutputReader,
-    foreseen_failure,
     kill_group,
-    script_paths,
     start_failure,
 )
+from loopx.runner.preflight import foreseen_failure, interpreted_script, script_paths
 from loopx.runner.recorder import REASON_CHARS, AttemptRecorder
 from loopx.runner.worker import Worker
 
@@ -164,7 +163,9 @@ class LaneRunner:
         base = None if fixed is None else fixed["base_commit"]
         if (base or "HEAD") != self._base_checked:  # a commit stays: each start checked once
             start = start_commit(self._root, base)
-            require_committed(self._root, start, script_paths(self.options.command))
+            command = self.options.command
+            require_committed(self._root, start, script_paths(command),
+                              interpreted_script(command))
             self._base_checked = base or "HEAD"
 
     def _on_signal(self, signum: int, frame: object) -> None:

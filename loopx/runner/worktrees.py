@@ -103,25 +103,35 @@ def start_commit(root: Path, base: str | None) -> str:
                                                 "--allow-empty -m init`")
 
 
-def require_committed(root: Path, commit: str, paths: list[str]) -> None:
+def require_committed(root: Path, commit: str, paths: list[str],
+                      script: str | None = None) -> None:
     """Refuse when a file the command names is in the checkout at ``root`` but not in
-    ``commit``: a worktree starts there, so the command would not find it, and each todo it
-    fails costs an attempt (a held-out one, its hypothesis' read).
+    ``commit``, or ``script`` (the one an interpreter runs) is not in ``commit`` at all: a
+    worktree starts there, so the command would not find it, and each todo it fails costs an
+    attempt (a held-out one, its hypothesis' read).
 
     Raises:
         Refused: naming the first such file and the commit.
     """
     for path in paths:
         relative = Path(os.path.normpath(path)).as_posix()
-        if relative.startswith("../") or not (root / relative).is_file():
-            continue  # outside the repository, or not a file here: nothing to compare
-        if _run(root, "cat-file", "-e", f"{commit}:{relative}").returncode != 0:
+        here = (root / relative).is_file()
+        if relative.startswith("../") or not (here or path == script):
+            continue  # outside the repository, or a word that names no file here
+        if _run(root, "cat-file", "-e", f"{commit}:{relative}").returncode == 0:
+            continue
+        if here:
             raise Refused(
                 f"the lane command's {path} is in your checkout but not in commit "
                 f"{commit}, where every experiment's worktree starts: the command would not "
                 "find it", hint=f"commit {path} and start from a commit that has it (a base "
                 "the contract pins can move until the first evidence packet: `loopx contract "
                 "amend --set base_commit=SHA`)")
+        raise Refused(
+            f"the lane command's script {path} is neither in commit {commit}, where every "
+            "experiment's worktree starts, nor in your checkout: the command would not find it",
+            hint="check the script's path in the command (relative to the repository's top "
+                 "directory, where the command starts)")
 
 
 def _branch_exists(root: Path, branch: str) -> bool:
