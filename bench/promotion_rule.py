@@ -54,7 +54,8 @@ Behaviours (what the agents do; every refusal they meet is recorded in the log a
                        there, for a hypothesis of its own whose change undoes it; the honest
                        baseline then measures the base it is handed, and every later hypothesis
                        (the same executor's) starts from that base and undoes the smaller model
-                       too. The contract pins the real base (``--unpinned``: it pins none);
+                       too. The contract pins the real base (``--unpinned``: it pins none,
+                       whose packets write rules 9 refuse, so measure that with ``--rules 8``);
                        refused, the executor runs from the pinned base under the same claim
 
 Verdict (the goals of the issue, for every behaviour)
@@ -66,7 +67,7 @@ Run
     python bench/promotion_rule.py                          # 200 null campaigns per behaviour
     python bench/promotion_rule.py --campaigns 20 --power-campaigns 5      # a quick look
     python bench/promotion_rule.py --behaviours sandbagged-baseline --rules 7   # as before v8
-    python bench/promotion_rule.py --behaviours racing-base --unpinned   # no base in the contract
+    python bench/promotion_rule.py --behaviours racing-base --unpinned --rules 8   # as before v9
 """
 
 from __future__ import annotations
@@ -144,7 +145,8 @@ class Campaign:
             DOMAINS.domains, version=DOMAINS.version, rules=rules))
         token = bootstrap_log(ledger, "bench")
         self.loop = ResearchLoop(ledger, Credentials("owner", token))
-        pin = BASE_COMMIT if behaviour == "racing-base" and pinned else None
+        # Packets citing commits need a pinned base (write rules 9): the curator pins it.
+        pin = BASE_COMMIT if behaviour in COMMITTING and pinned else None
         self.loop.contract(contract(rule, level, pin))
         self.ledger, self.agents = ledger, self.loop.agents
         self.rng, self.behaviour = rng, behaviour
@@ -476,7 +478,8 @@ def main() -> None:
                         help="write the logs under this older write-rules version (default: "
                              "the newest), to measure what a rule changed")
     parser.add_argument("--unpinned", action="store_true",
-                        help="racing-base's contract pins no base commit")
+                        help="the contract of a behaviour whose packets cite commits "
+                             "(sandbagged-baseline, racing-base) pins no base commit")
     args = parser.parse_args()
     behaviours = [b for b in args.behaviours.split(",") if b]
     unknown = sorted(set(behaviours) - set(BEHAVIOURS))

@@ -24,8 +24,9 @@ FOLD_VERSION = 19
 # (so its stop policy) against the baseline values the promotion was judged against; and 7
 # holds the measured baseline's compared packets to the protected boundary gate and to their
 # executor's validity flag; 8 fixes one base commit per campaign, which every scored packet
-# starts from and the measured baseline runs unchanged (loopx.kernel.rules says how a log keeps
-# verifying under the rules it was written by).
-RULES_VERSION = 8
+# starts from and the measured baseline runs unchanged; 9 has the contract pin that commit
+# before any scored packet may cite one, so that no executor's packet chooses it
+# (loopx.kernel.rules says how a log keeps verifying under the rules it was written by).
+RULES_VERSION = 9
 DOMAINS = Domains((WORK, GOVERNANCE, RESEARCH, NARRATOR), version=FOLD_VERSION,
                   rules=RULES_VERSION)

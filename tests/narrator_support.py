@@ -49,7 +49,7 @@ def fixed_campaign(contract: dict[str, Any] | None = None, **hypothesis_fields: 
     ``hypothesis_fields`` are added to every hypothesis (to plant values in them)."""
     c = campaign()
     r = ResearchLoop(c.ledger, c.owner)
-    r.contract(contract or CONTRACT)
+    r.contract({"base_commit": BASE_COMMIT, **(contract or CONTRACT)})
     _, token = register_agent(c.ledger, c.owner, "narr", "product_narrator")
     ev = r.agents["ev"]
     r.supported("h-wide", DEV_GOOD, HELDOUT_GOOD, title="Wider hidden layer",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -171,13 +170,12 @@ def project(repo: Repo) -> None:
     repo.base = repo.commit("the project")
 
 
-def gated(contract: dict[str, Any] | None = None) -> ResearchLoop:
+def gated(base: str) -> ResearchLoop:
     c = campaign()
     r = ResearchLoop(c.ledger, c.owner)
-    r.contract(contract or {**CONTRACT, "protected_scope": ["eval/"],
-                            "editable_scope": ["model.py", "experiments/"],
-                            "promotion_policy": {"required_gates": ["protected_boundary",
-                                                                    "heldout"]}})
+    r.contract({**CONTRACT, "protected_scope": ["eval/"], "base_commit": base,
+                "editable_scope": ["model.py", "experiments/"],
+                "promotion_policy": {"required_gates": ["protected_boundary", "heldout"]}})
     return r
 
 
@@ -199,7 +197,7 @@ def test_an_executor_that_renames_a_file_into_the_editable_scope_is_caught(repo:
                + '"train_on_heldout": true\n')
     repo.write("model.py", "width = 128\n")
     evaluated = repo.commit("wider, and a better config")
-    r = gated()
+    r = gated(repo.base)
     supported(r, (repo.base, evaluated))
     out = check_gate(r.ledger, r.agents["ev"], "h1", repo=repo.root)
     assert not out["passed"]
@@ -224,7 +222,7 @@ def test_an_executor_that_links_out_of_the_editable_scope_is_caught(repo: Repo) 
     project(repo)
     repo.symlink("experiments/config.json", "../config.json")
     evaluated = repo.commit("reuse the config")
-    r = gated()
+    r = gated(repo.base)
     supported(r, (repo.base, evaluated))
     out = check_gate(r.ledger, r.agents["ev"], "h1", repo=repo.root)
     assert [(v["path"], v["rule"]) for v in out["violations"]] == [
@@ -238,7 +236,7 @@ def test_an_honest_executor_inside_the_editable_scope_is_promoted(repo: Repo) ->
     repo.write("model.py", "width = 128\n")
     repo.write("experiments/run.json", "{}\n")
     evaluated = repo.commit("wider")
-    r = gated()
+    r = gated(repo.base)
     supported(r, (repo.base, evaluated))
     assert check_gate(r.ledger, r.agents["ev"], "h1", repo=repo.root)["passed"]
     decide(r.ledger, r.agents["ev"], "h1", "promoted")
@@ -253,6 +251,7 @@ def test_an_old_contract_without_a_protected_scope_cannot_pass_the_gate(repo: Re
     who = c.ledger.identify(r.agents["cur"])
     records = c.ledger.prepare({"schema_version": "research_contract_v0", "payload": {
         **CONTRACT, "protected_scope": [], "version": 1, "supersedes": None, "amendment": None,
+        "base_commit": repo.base,
         "promotion_policy": {"required_gates": ["protected_boundary", "heldout"]}}}, who)
     c.ledger.store.append(records)
     supported(r, (repo.base, evaluated))
@@ -275,6 +274,7 @@ def test_gate_check_on_the_command_line_names_the_rule(repo: Repo) -> None:
     workspace, owner = init_workspace(repo.root, "editable")
     r = ResearchLoop(workspace.ledger(), Credentials("owner", owner))
     r.contract({**CONTRACT, "protected_scope": ["eval/"], "editable_scope": ["model.py"],
+                "base_commit": repo.base,
                 "promotion_policy": {"required_gates": ["protected_boundary", "heldout"]}})
     supported(r, (repo.base, evaluated))
     ev = r.agents["ev"]

@@ -20,6 +20,7 @@ import pytest
 from helpers import research_workspace, run_loopx
 
 from loopx.governance.campaign import evaluate, transition
+from loopx.governance.contract import amend_contract
 from loopx.governance.usage import add_usage
 from loopx.kernel.checks import Credentials
 from loopx.testing.research import CONTRACT, ResearchLoop
@@ -57,7 +58,7 @@ class Lane:
         workspace, owner_token = init_workspace(self.root, "faults")
         self.ledger = workspace.ledger()
         self.r = ResearchLoop(self.ledger, Credentials("owner", owner_token))
-        self.r.contract()
+        self.r.contract({**CONTRACT, "base_commit": self.git("rev-parse", "HEAD")})
         self.r.propose("h1")
         add_todos(self.ledger, self.r.agents["ev"], [{
             "todo_id": "dev-1", "title": "dev run", "role": "research_executor",
@@ -223,6 +224,8 @@ def test_a_crashed_attempt_keeps_its_branch_and_the_resumed_lane_takes_a_fresh_o
 def test_a_repository_without_a_commit_is_refused_before_any_claim(lane: Lane) -> None:
     """No worktree can start: found after the claim, it cost the todo a claim (and a held-out
     todo its hypothesis' one read)."""
+    # Nothing pinned yet (a pin would name a commit, and the worktree would start there).
+    amend_contract(lane.ledger, lane.r.agents["cur"], "unpin", settings=[("base_commit", None)])
     lane.git("checkout", "-q", "--orphan", "empty")  # HEAD now names no commit
     done = lane.lane(sys.executable, str(lane.script("scored", SCORED)))
     assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr

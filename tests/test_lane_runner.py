@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from loopx.governance.contract import amend_contract
 from loopx.kernel.checks import Credentials
 from loopx.testing.research import CONTRACT, ResearchLoop
 from loopx.work.todos import add_todos
@@ -305,6 +306,9 @@ def repo(ws: Setup) -> Setup:
     git(ws.root, "init", "-q", "-b", "main")
     git(ws.root, "add", "-A")
     git(ws.root, "commit", "-q", "-m", "base")
+    # The curator pins the commit every experiment starts from (write rules version 9).
+    amend_contract(ws.ledger, ws.r.agents["cur"], "pin the base",
+                   settings=[("base_commit", git(ws.root, "rev-parse", "HEAD"))])
     return ws
 
 
@@ -362,9 +366,9 @@ def test_a_dirty_worktree_is_not_evaluated(repo: Setup) -> None:
 @pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
                     reason="needs git")
 def test_worktrees_start_from_the_campaign_base_after_main_moved(repo: Setup) -> None:
-    """The first scored packet fixes the campaign's base commit. Main moving on (a fix someone
-    committed) does not move the experiments: a later worktree starts from that base, so its
-    result is compared with runs of the same code, and its packet is accepted."""
+    """The contract pins the campaign's base commit. Main moving on (a fix someone committed)
+    does not move the experiments: a later worktree starts from that base, so its result is
+    compared with runs of the same code, and its packet is accepted."""
     base = git(repo.root, "rev-parse", "HEAD")
     repo.dev_todo("dev-1")
     script = repo.script("edit", EDIT.format(path="model.py", commit=True))
@@ -399,11 +403,7 @@ def test_worktrees_start_from_the_campaign_base_after_main_moved(repo: Setup) ->
 def test_the_first_worktree_starts_from_the_base_the_contract_pins(repo: Setup) -> None:
     """With the base pinned, no packet chooses it: main moved on before anything ran, and the
     very first experiment still starts from the pinned commit."""
-    from loopx.governance.contract import amend_contract
-
     pinned = git(repo.root, "rev-parse", "HEAD")
-    amend_contract(repo.ledger, repo.r.agents["cur"], "pin the base",
-                   settings=[("base_commit", pinned)])
     (repo.root / "model.py").write_text("WIDTH = 256\n")
     git(repo.root, "commit", "-q", "-am", "main moves on")
     repo.dev_todo("dev-1")
@@ -420,11 +420,7 @@ def test_a_lane_script_missing_from_the_base_is_caught_before_any_claim(repo: Se
     """The base was pinned before the lane's script was committed (or the script was never
     committed): every worktree would lack it, and each todo would fail, a held-out one costing
     its hypothesis' read. The lane stops before it claims, naming the file and the commit."""
-    from loopx.governance.contract import amend_contract
-
     pinned = git(repo.root, "rev-parse", "HEAD")
-    amend_contract(repo.ledger, repo.r.agents["cur"], "pin the base",
-                   settings=[("base_commit", pinned)])
     (repo.root / "lane_cmd.py").write_text(textwrap.dedent(
         EDIT.format(path="model.py", commit=True)))
     repo.dev_todo("dev-1")
@@ -444,6 +440,21 @@ def test_a_lane_script_missing_from_the_base_is_caught_before_any_claim(repo: Se
                    settings=[("base_commit", git(repo.root, "rev-parse", "HEAD"))])
     done = repo.lane("ex", Path("lane_cmd.py"))
     assert json.loads(done.stdout)["completed"] == 1, done.stdout
+
+
+@pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
+                    reason="needs git")
+def test_an_unpinned_base_stops_the_lane_before_any_claim(repo: Setup) -> None:
+    """Under write rules version 9 a scored packet citing commits is refused while the contract
+    pins no base, so an executor lane in a worktree would only spend claims: it stops first."""
+    amend_contract(repo.ledger, repo.r.agents["cur"], "unpin", settings=[("base_commit", None)])
+    repo.dev_todo("dev-1")
+    done = repo.lane("ex", repo.script("edit", EDIT.format(path="model.py", commit=True)))
+    assert done.returncode != 0, done.stdout
+    error = json.loads(done.stdout)
+    assert error["message"].startswith("the contract pins no base commit")
+    assert "loopx contract amend --set base_commit=SHA" in error["hint"]
+    assert repo.todo("dev-1")["claims"] == 0
 
 
 def test_the_script_a_lane_command_names() -> None:
@@ -483,12 +494,14 @@ def test_a_mistyped_script_is_caught_before_any_claim(repo: Setup) -> None:
 @pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
                     reason="needs git")
 def test_a_clone_without_the_campaign_base_is_told_to_fetch_it(repo: Setup) -> None:
-    """The campaign's first scored packet came from a host whose base commit this clone never
-    fetched: the lane stops before it claims anything (a held-out claim would count as a read),
-    naming the commit and how to get it."""
+    """The contract pins a base commit this clone never fetched (another host made it, and the
+    campaign's first packet came from there): the lane stops before it claims anything (a
+    held-out claim would count as a read), naming the commit and how to get it."""
     from loopx.testing.research import GOOD
 
     elsewhere = "f" * 40
+    amend_contract(repo.ledger, repo.r.agents["cur"], "the base on the other host",
+                   settings=[("base_commit", elsewhere)])
     repo.r.run("h1", "dev", GOOD, commits=(elsewhere, elsewhere))
     repo.dev_todo("dev-x")
     done = repo.lane("ex", repo.script("edit", EDIT.format(path="model.py", commit=True)))

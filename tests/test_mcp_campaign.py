@@ -125,10 +125,11 @@ def packet(split: str, values: list[float], commits: tuple[str, str], todo: str,
                         for s, v in zip(CONTRACT["metric"]["seeds"], values, strict=True)]}
 
 
-async def curator(cur: Lane) -> None:
+async def curator(cur: Lane, owner: Owner) -> None:
     todo, epoch, _ = await claim_next(cur, "define_contract")
     contract = {**CONTRACT, "mode": "bounded", "approval_required_for": ["compute"],
                 "tool_risks": {"gpu.train": "compute"},
+                "base_commit": git(owner.root, "rev-parse", "HEAD"),  # experiments start here
                 "editable_scope": ["model.py"], "protected_scope": ["eval/"],
                 "promotion_policy": {"required_gates": ["protected_boundary", "heldout"]}}
     made = await cur("init_contract", contract=contract)
@@ -255,7 +256,7 @@ def test_a_whole_campaign_runs_over_mcp_one_client_per_lane(tmp_path: Path) -> N
             lanes = await open_lanes(stack, owner)
             assert "init_contract" in await lanes["cur"].tools()
             assert "publish_story" in await lanes["narr"].tools()
-            await curator(lanes["cur"])
+            await curator(lanes["cur"], owner)
             await proposer(lanes["prop"])
             commits = await executor_dev(lanes["ex"], owner)
             await evaluator_dev(lanes["ev"])

@@ -1032,45 +1032,23 @@ def test_a_value_no_judgement_counts_is_drawn_grey_and_says_why() -> None:
 
 
 def test_the_disclosure_names_the_base_every_experiment_started_from() -> None:
-    """A reader can check which code the comparisons were made on, and which packet fixed it."""
+    """A reader can check which code the comparisons were made on, and which record fixed it:
+    the contract version that pinned it."""
     from narrator_support import BASE_COMMIT, fixed_campaign
-
-    from loopx.narrator.publish import render
-
-    f = fixed_campaign()
-    fixing = next(r for r, _ in f.c.ledger.store.read()
-                  if r["schema_version"] == "auto_research_evidence_packet_v0"
-                  and r["payload"].get("base_commit") and r["payload"]["status"] == "scored")
-    story = render(f.c.ledger, "story", "md").text
-    [line] = [line for line in story.splitlines() if line.startswith("- Base: ")]
-    assert line == (f"- Base: commit {BASE_COMMIT}, fixed by the first scored packet "
-                    f"({fixing['record_id']}, seq {fixing['seq']}; the contract pins none, so "
-                    "that packet's executor chose it); every scored run written under write "
-                    "rules version 8 started from it.")
-    board = render(f.c.ledger, "board", "html").text
-    assert f"<li>Base: commit {BASE_COMMIT}, fixed by" in board
-
-
-def test_a_pinned_base_is_disclosed_as_the_contracts() -> None:
-    from lanes_support import campaign
 
     from loopx.governance.state import current_contract
     from loopx.narrator.publish import render
-    from loopx.testing.research import CONTRACT, GOOD, ResearchLoop
 
-    c = campaign()
-    r = ResearchLoop(c.ledger, c.owner)
-    base = "a" * 40
-    r.contract({**CONTRACT, "base_commit": base})
-    contract = current_contract(c.ledger.state()["lanes"])
+    f = fixed_campaign()
+    contract = current_contract(f.c.ledger.state()["lanes"])
     assert contract is not None
-    r.propose("h1")
-    r.run("h1", "dev", GOOD, commits=(base, "b" * 40))
-    story = render(c.ledger, "story", "md").text
+    story = render(f.c.ledger, "story", "md").text
     [line] = [line for line in story.splitlines() if line.startswith("- Base: ")]
-    assert line == (f"- Base: commit {base}, pinned by the contract (version 1, "
+    assert line == (f"- Base: commit {BASE_COMMIT}, pinned by the contract (version 1, "
                     f"{contract['record_id']}, seq {contract['seq']}); every scored run written "
                     "under write rules version 8 started from it.")
+    board = render(f.c.ledger, "board", "html").text
+    assert f"<li>Base: commit {BASE_COMMIT}, pinned by the contract" in board
 
 
 def test_with_a_measured_baseline_the_base_line_says_it_ran_the_base_unchanged() -> None:
@@ -1079,7 +1057,7 @@ def test_with_a_measured_baseline_the_base_line_says_it_ran_the_base_unchanged()
     from loopx.narrator.publish import render
     from loopx.testing.research import CONTRACT, GOOD, ResearchLoop
 
-    c = campaign()
+    c = campaign(rules=8)  # before rules version 9 a packet could fix an unpinned base
     r = ResearchLoop(c.ledger, c.owner)
     r.contract({**CONTRACT, "metric": {**CONTRACT["metric"], "baseline_hypothesis": "base"}})
     r.propose("base", mechanism="baseline")
@@ -1090,5 +1068,6 @@ def test_with_a_measured_baseline_the_base_line_says_it_ran_the_base_unchanged()
     story = render(c.ledger, "story", "md").text
     [line] = [line for line in story.splitlines() if line.startswith("- Base: ")]
     assert line.startswith(f"- Base: commit {base}, fixed by the first scored packet (rec_")
+    assert "; the contract pins none, so that packet's executor chose it)" in line
     assert line.endswith("started from it, and the measured baseline ran it unchanged, so each "
                          "comparison is of a hypothesis' own change.")

@@ -33,7 +33,7 @@ from loopx.work.todos import add_todos
 from loopx.workspace import bootstrap_log
 
 VALID: dict[str, dict[str, Any]] = {
-    "research_contract_v0": copy.deepcopy(MINIMAL_CONTRACT),
+    "research_contract_v0": {**copy.deepcopy(MINIMAL_CONTRACT), "base_commit": "a" * 40},
     "research_hypothesis_v0": {
         "hypothesis_id": "h1", "title": "t", "statement": "s", "mechanism_family": "m",
         "claimed_by": "a1", "no_grounding_reason": "none needed",

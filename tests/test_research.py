@@ -28,6 +28,7 @@ from loopx.research.operations import (
     propose_hypothesis,
 )
 from loopx.research.projections import candidates, frontier, row
+from loopx.research.state import campaign_base
 from loopx.testing.research import CONTRACT, GOOD, HELDOUT, WORSE, ResearchLoop
 from loopx.work.claims import fail, should_run
 from loopx.work.todos import add_todos
@@ -389,10 +390,11 @@ def repo(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def protected_loop() -> ResearchLoop:
-    c = campaign()
+def protected_loop(base_commit: str | None = None, rules: int | None = None) -> ResearchLoop:
+    c = campaign(rules=rules)
     r = ResearchLoop(c.ledger, c.owner)
-    r.contract({**CONTRACT, "protected_scope": ["eval/"],
+    pin = {} if base_commit is None else {"base_commit": base_commit}
+    r.contract({**CONTRACT, "protected_scope": ["eval/"], **pin,
                 "promotion_policy": {"required_gates": ["protected_boundary", "heldout"]}})
     return r
 
@@ -408,7 +410,7 @@ def run_both(r: ResearchLoop, hid: str, dev: tuple[str, str], heldout: tuple[str
 def test_protected_boundary_passes_for_a_clean_change(repo: Path) -> None:
     base = git(repo, "rev-parse", "HEAD")
     evaluated = commit(repo, "model.py", "width = 128\n", "wider")
-    r = protected_loop()
+    r = protected_loop(base)
     run_both(r, "h1", (base, evaluated), (base, evaluated))
     assert row(view(r), "h1").gates["protected_boundary"].status == "pending"
     refused_and_recorded(r, lambda: decide(r.ledger, r.agents["ev"], "h1", "promoted"),
@@ -427,7 +429,7 @@ def test_a_protected_edit_blocks_promotion_even_when_the_packet_claims_clean(
     git(repo, "worktree", "add", "-q", "-b", "loopx/h1-dev/1", str(tree), base)
     evaluated = commit(tree, "eval/score.py", "def score(): return 1.0\n", "make it easy")
     assert git(repo, "rev-parse", "HEAD") == base  # main untouched; the branch holds it
-    r = protected_loop()
+    r = protected_loop(base)
     r.propose("h1")
     # The executor says the scope is clean; the gate never reads that flag.
     r.run("h1", "dev", GOOD, commits=(base, evaluated), claims_clean=True)
@@ -456,7 +458,7 @@ def test_a_change_made_and_reverted_between_evaluations_is_caught(repo: Path) ->
     tampered = commit(repo, "eval/score.py", "def score(): return 1.0\n", "tamper")
     reverted = commit(repo, "eval/score.py", "def score(): ...\n", "put it back")
     assert git(repo, "diff", base, reverted) == ""  # the net diff is clean
-    r = protected_loop()
+    r = protected_loop(base)
     run_both(r, "h1", (base, tampered), (base, reverted))
     out = check_gate(r.ledger, r.agents["ev"], "h1", repo=repo)
     assert not out["passed"]
@@ -472,6 +474,7 @@ def test_a_pinned_protected_commit_catches_a_base_cited_after_the_tampering(
     c = campaign()
     r = ResearchLoop(c.ledger, c.owner)
     r.contract({**CONTRACT, "protected_scope": ["eval/"], "protected_commit": pinned,
+                "base_commit": tampered,  # the curator pinned it too: a curator's slip
                 "promotion_policy": {"required_gates": ["protected_boundary", "heldout"]}})
     run_both(r, "h1", (tampered, evaluated), (tampered, evaluated))
     out = check_gate(r.ledger, r.agents["ev"], "h1", repo=repo)
@@ -481,7 +484,7 @@ def test_a_pinned_protected_commit_catches_a_base_cited_after_the_tampering(
         "eval/score.py", "modified", evaluated)
     assert "against the contract's protected_commit" in violation["detail"]
     # Without the pin, the same packets pass: the range is all the gate can see.
-    unpinned = protected_loop()
+    unpinned = protected_loop(tampered)
     run_both(unpinned, "h1", (tampered, evaluated), (tampered, evaluated))
     assert check_gate(unpinned.ledger, unpinned.agents["ev"], "h1", repo=repo)["passed"]
 
@@ -496,7 +499,7 @@ def test_a_guardrail_that_stopped_a_hypothesis_is_not_moved_to_promote_it(repo: 
     c = campaign()
     r = ResearchLoop(c.ledger, c.owner)
     r.contract({**CONTRACT, "protected_scope": ["eval/"], "protected_commit": base,
-                "editable_scope": ["model.py", "eval/"],
+                "base_commit": base, "editable_scope": ["model.py", "eval/"],
                 "novelty_boundary": {"prior_art": [{"kind": "paper",
                                                      "ref": "doi:10.1000/survey"}]},
                 "promotion_policy": {"required_gates": ["protected_boundary", "heldout"],
@@ -537,7 +540,7 @@ def test_a_guardrail_that_stopped_a_hypothesis_is_not_moved_to_promote_it(repo: 
 
 
 def test_a_workspace_outside_git_fails_the_boundary_closed() -> None:
-    r = protected_loop()
+    r = protected_loop("a" * 40)
     run_both(r, "h1", ("a" * 40, "b" * 40), ("a" * 40, "b" * 40))
     out = check_gate(r.ledger, r.agents["ev"], "h1", repo=None)
     assert not out["passed"] and "not inside a git repository" in out["reasons"][0]
@@ -681,7 +684,7 @@ def test_a_baseline_measured_with_a_tampered_evaluator_blocks_every_comparison(
 def test_a_clean_baseline_passes_and_an_old_check_does_not_cover_it(repo: Path) -> None:
     base = git(repo, "rev-parse", "HEAD")
     clean = commit(repo, "model.py", "width = 128\n", "wider")
-    r = measured_protected_loop()
+    r = measured_protected_loop(base_commit=base)
     r.propose("base", mechanism="baseline")
     compared = [r.run("base", split, [0.85, 0.86, 0.84], commits=(base, base))
                 for split in ("dev", "heldout")]
@@ -719,7 +722,7 @@ def test_a_baseline_weakened_in_the_editable_scope_is_refused(
     assert check_gate(old.ledger, old.agents["ev"], "h1", repo=repo)["passed"]
     decide(old.ledger, old.agents["ev"], "h1", "promoted")
     # Now: refused and recorded, nothing of the run kept; the base itself is accepted.
-    r = measured_protected_loop()
+    r = measured_protected_loop(base_commit=base)
     r.propose("base", mechanism="baseline")
     refused = run_refused(r, lambda: r.run("base", "dev", weak, commits=(base, weaker)),
                           "baseline_changed", f"evaluated {weaker}, not its base_commit {base}")
@@ -732,15 +735,13 @@ def test_every_scored_packet_starts_from_the_campaign_base(repo: Path) -> None:
     """The first scored packet fixes the base commit; a scored result from another base (main
     moved on, or an older, weaker commit) is refused and recorded, a failed attempt from one is
     kept, and the same experiment run from the campaign's base is accepted."""
-    from loopx.research.state import campaign_base
-
     first = git(repo, "rev-parse", "HEAD")
     older = first
     base = commit(repo, "model.py", "width = 64\n", "the model")
     change = commit(repo, "model.py", "width = 128\n", "wider")
     git(repo, "checkout", "-q", "-b", "later", base)
     moved = commit(repo, "model.py", "width = 64\nlayers = 4\n", "main moves on")
-    r = protected_loop()
+    r = protected_loop(rules=8)  # a packet fixes the base only before rules version 9
     r.propose("h1")
     r.propose("h2", mechanism="other")
     r.run("h1", "dev", None, status="failed", commits=(older, older))  # fixes nothing
@@ -761,12 +762,13 @@ def test_every_scored_packet_starts_from_the_campaign_base(repo: Path) -> None:
         "failed", "scored"]
 
 
-def test_a_racing_executor_cannot_fix_a_weakened_base_once_the_contract_pins_one(
+def test_a_racing_executor_cannot_fix_a_weakened_base(
         repo: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Unpinned, whoever writes the first scored packet chooses the base. An eager executor
-    commits a smaller model on a branch, writes the first scored packet from there, and its
-    hypothesis undoes the change: the honest baseline then measures the weakened code, and a
-    hypothesis no better than main is promoted. The contract's ``base_commit`` closes it."""
+    """Before rules version 9, with no base pinned, whoever wrote the first scored packet chose
+    the base. An eager executor commits a smaller model on a branch, writes the first scored
+    packet from there, and its hypothesis undoes the change: the honest baseline then measures
+    the weakened code, and a hypothesis no better than main is promoted. Now the contract pins
+    the base (``base_commit``) before any scored packet may cite one."""
     main = git(repo, "rev-parse", "HEAD")
     tree = tmp_path_factory.mktemp("worktrees") / "h1"
     git(repo, "worktree", "add", "-q", "-b", "loopx/h1/1", str(tree), main)
@@ -784,10 +786,19 @@ def test_a_racing_executor_cannot_fix_a_weakened_base_once_the_contract_pins_one
         r.run("h1", "heldout", HELDOUT, commits=(weakened, undone))
         r.judge("h1", "heldout")
 
-    unpinned = measured_protected_loop()
+    unpinned = measured_protected_loop(rules=8)
     race(unpinned)
     assert check_gate(unpinned.ledger, unpinned.agents["ev"], "h1", repo=repo)["passed"]
     decide(unpinned.ledger, unpinned.agents["ev"], "h1", "promoted")
+    # Unpinned now: no packet fixes the base; a run citing no commits is still kept.
+    r = measured_protected_loop()
+    r.propose("h1")
+    refused = run_refused(r, lambda: r.run("h1", "dev", GOOD, commits=(weakened, undone)),
+                          "base_unpinned", f"starts from base_commit {weakened}, but the "
+                          "contract pins no base commit")
+    assert refused["payload"]["detail"] == {"base_commit": weakened}
+    assert campaign_base(view(r)) is None and view(r)["hypotheses"]["h1"]["packets"] == []
+    r.run("h1", "dev", GOOD)
     # Pinned: the race's first packet is refused and recorded; the same run from main counts.
     r = measured_protected_loop(base_commit=main)
     r.propose("h1")
@@ -804,9 +815,8 @@ def test_a_racing_executor_cannot_fix_a_weakened_base_once_the_contract_pins_one
 def test_a_pinned_base_moves_with_the_contract_only_until_evidence() -> None:
     """Before any evidence the curator may move or drop the pin; after, a version that moves
     or drops it is refused and recorded, and one that keeps it is written. A scored packet
-    with no base_commit at all is refused under a pin."""
-    from loopx.research.state import campaign_base
-
+    citing no commits is kept, as without a pin: the protected boundary gate leaves every
+    comparison with it pending."""
     first, second, other = "a" * 40, "b" * 40, "c" * 40
     r = measured_protected_loop(base_commit=first)
     pinned = campaign_base(view(r))
@@ -819,8 +829,8 @@ def test_a_pinned_base_moves_with_the_contract_only_until_evidence() -> None:
     assert campaign_base(view(r)) is None
     amend_contract(r.ledger, r.agents["cur"], "pin again", settings=[("base_commit", second)])
     r.propose("h1")
-    run_refused(r, lambda: r.run("h1", "dev", GOOD), "other_base",
-                f"names no base_commit, but the campaign's experiments start from {second}")
+    r.run("h1", "dev", GOOD)
+    assert row(view(r), "h1").gates["protected_boundary"].status == "pending"
     r.run("h1", "dev", GOOD, commits=(second, other))
     for settings, what in (([("base_commit", first)], f"pins base_commit {first}"),
                            ([("base_commit", None)], "drops the pinned base_commit")):
@@ -832,10 +842,8 @@ def test_a_pinned_base_moves_with_the_contract_only_until_evidence() -> None:
 
 
 def test_a_contract_cannot_move_a_base_a_packet_fixed() -> None:
-    from loopx.research.state import campaign_base
-
     base = "a" * 40
-    r = measured_protected_loop()
+    r = measured_protected_loop(rules=8)  # a packet fixed it: before rules version 9
     r.propose("h1")
     fixing = r.run("h1", "dev", GOOD, commits=(base, "b" * 40))
     refused_and_recorded(r, lambda: amend_contract(

@@ -11,8 +11,9 @@ from typing import Any
 from cli_support import invoke
 from lanes_support import campaign, workspace_loop
 
+from loopx.governance.contract import amend_contract
 from loopx.research.projections import candidates, row
-from loopx.testing.research import ResearchLoop
+from loopx.testing.research import CONTRACT, ResearchLoop
 
 BASE, EVALUATED = "a" * 40, "b" * 40
 
@@ -20,7 +21,7 @@ BASE, EVALUATED = "a" * 40, "b" * 40
 def loop() -> ResearchLoop:
     c = campaign()
     r = ResearchLoop(c.ledger, c.owner)
-    r.contract()
+    r.contract({**CONTRACT, "base_commit": BASE})
     r.propose("h1")
     return r
 
@@ -75,6 +76,7 @@ def test_an_inconclusive_judgement_also_rests_the_retry_on_itself() -> None:
 def test_loopx_candidates_shows_the_branch_ref_and_evidence(tmp_path: Path) -> None:
     ws, r = workspace_loop(tmp_path, "retry")
     ledger = r.ledger
+    amend_contract(ledger, r.agents["cur"], "pin the base", settings=[("base_commit", BASE)])
     r.propose("h1")
     packet = r.run("h1", "dev", [0.95, 0.96], commits=(BASE, EVALUATED), branch="exp/h1")
     event = r.judge("h1", "dev")

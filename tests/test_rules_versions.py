@@ -408,3 +408,43 @@ def test_a_version_7_log_with_packets_of_several_bases_keeps_verifying() -> None
     assert kinds(store).count("rules_upgrade_v0") == 1
     report = verify_store(store)
     assert report.ok, report
+
+
+def test_a_version_8_log_whose_packet_fixed_the_base_keeps_verifying() -> None:
+    """Under rules version 8 an unpinned campaign's first scored packet fixed the base; such a
+    log still verifies, and after the upgrade that base holds (no pin needed for it). A
+    campaign with no base fixed yet is refused a packet citing commits until the curator
+    pins one."""
+    from loopx.governance.contract import amend_contract
+    from loopx.research.state import campaign_base
+    from loopx.testing.research import GOOD
+    from loopx.work.claims import fail
+
+    a, b = "a" * 40, "b" * 40
+    for fixed in (True, False):
+        old = campaign(rules=8)
+        store = old.ledger.store
+        r = ResearchLoop(old.ledger, old.owner)
+        r.contract()
+        r.propose("h1")
+        if fixed:
+            fixing = r.run("h1", "dev", GOOD, commits=(a, b))  # accepted then
+        assert verify_store(store).ok
+        r.ledger = Ledger(store)  # today's loopx upgrades the log at its next write
+        r.propose("h2", mechanism="other")
+        if fixed:
+            r.run("h2", "dev", GOOD, commits=(a, b))
+            assert campaign_base(r.ledger.state()["lanes"])["packet_id"] == fixing
+        else:
+            with pytest.raises(ResearchRefused, match="the contract pins no base commit") as no:
+                r.run("h2", "dev", GOOD, commits=(a, b))
+            assert no.value.rule == "base_unpinned"
+            [(todo_id, held)] = [(t, v) for t, v in r.ledger.state()["lanes"]["todos"].items()
+                                 if v["holder"] == "ex"]
+            fail(r.ledger, r.agents["ex"], todo_id, held["epoch"], "its packet was refused")
+            amend_contract(r.ledger, r.agents["cur"], "pin the base",
+                           settings=[("base_commit", a)])
+            r.run("h2", "dev", GOOD, commits=(a, b))
+        assert kinds(store).count("rules_upgrade_v0") == 1
+        report = verify_store(store)
+        assert report.ok, report

@@ -58,8 +58,8 @@ def contract() -> None:
 @click.option("--protected-commit", metavar="SHA",
               help="The commit whose protected scope every evaluated commit must hold.")
 @click.option("--base-commit", metavar="SHA",
-              help="The commit every experiment starts from (pin it: otherwise the first "
-                   "scored packet's executor chooses).")
+              help="The commit every experiment starts from (a scored packet citing commits "
+                   "is refused until one is pinned).")
 @click.option("--editable", multiple=True, metavar="PATH",
               help="editable_scope: a path executors are meant to change (repeatable).")
 @click.option("--dev-location", metavar="LOCATION",
@@ -209,7 +209,7 @@ def contract_show(ctx: click.Context, version: int | None, as_json: bool) -> Non
              f"{c['evaluation']['heldout']['name']}"]
     lines.append(f"base: experiments start from {c['base_commit']} (pinned)"
                  if c.get("base_commit") else
-                 "base: not pinned (the first scored packet's base_commit fixes it)")
+                 "base: not pinned (a scored packet citing commits is refused until it is)")
     limits = {k: v for k, v in c["budget"].items() if v}
     lines.append("budget: " + (", ".join(f"{k} {v:g}" for k, v in limits.items()) or "no limits"))
     lines.append(f"tools: allowed {', '.join(c['allowed_tools']) or 'any not denied'}; "

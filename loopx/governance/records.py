@@ -168,8 +168,8 @@ class ResearchContractV0(Model):
                                   "match exactly (closes a base cited after a protected change)")
     base_commit: GitCommit | None = Field(
         default=None, description="the commit every experiment starts from, pinned by the "
-                                  "contract (without it, the first scored packet's base "
-                                  "fixes it: whoever writes that packet chooses)")
+                                  "contract: from write rules 9, a scored packet citing a "
+                                  "base_commit is refused while none is pinned")
     novelty_boundary: LongText | NoveltyBoundary | None = Field(
         default=None, description="the prior art a novelty claim is judged against: a "
                                   "NoveltyBoundary, whose prior_art every novel audit verdict "

@@ -172,14 +172,22 @@ def _check_base(view: View, hypothesis_id: str, p: dict[str, Any]) -> None:
     baseline with commits of its own could weaken the code every hypothesis is compared with."""
     base, evaluated = p.get("base_commit"), p.get("evaluated_commit")
     fixed = campaign_base(view)
-    pinned = fixed is not None and fixed["packet_id"] is None
-    if fixed is not None and base != fixed["base_commit"] and (base or pinned):
-        starts = (f"starts from base_commit {base}" if base else
-                  "names no base_commit")
+    # A packet citing no commits is not refused here: the protected boundary gate, when the
+    # contract requires it, keeps every comparison with it pending (nothing to verify).
+    if base and fixed is None and applies(view, 9):
         raise ResearchRefused(
-            "other_base", f"the packet {starts}, but the campaign's experiments start from "
-            f"{fixed['base_commit']} ({fixed_by(fixed)}): results from another base are not "
-            "comparable", hypothesis_id=hypothesis_id, cites=[fixed["record_id"]],
+            "base_unpinned", f"the packet starts from base_commit {base}, but the contract pins "
+            "no base commit: no executor's packet chooses the commit every experiment starts "
+            "from (one that weakened it would make every hypothesis look better)",
+            hypothesis_id=hypothesis_id, detail={"base_commit": base},
+            hint="the curator pins it (`loopx contract amend --set base_commit=SHA --reason "
+                 "...`), then the experiment runs from there")
+    if base and fixed is not None and base != fixed["base_commit"]:
+        raise ResearchRefused(
+            "other_base", f"the packet starts from base_commit {base}, but the campaign's "
+            f"experiments start from {fixed['base_commit']} ({fixed_by(fixed)}): results from "
+            "another base are not comparable", hypothesis_id=hypothesis_id,
+            cites=[fixed["record_id"]],
             detail={"base_commit": base, "campaign_base": fixed["base_commit"]},
             hint=f"run the experiment on a branch from {fixed['base_commit']} (`loopx lane run` "
                  "makes its worktrees there, and records both commits); a new base is a new "

@@ -187,7 +187,7 @@ RefusalRule = Literal["heldout_budget", "duplicate", "dev_only_lift", "claimed_e
                       "protected_scope_missing", "contract_outside_scope",
                       "campaign_control_loosened", "comparison_changed",
                       "guardrail_loosened", "heldout_within_dev", "repeated_seed",
-                      "other_base", "baseline_changed"]
+                      "other_base", "baseline_changed", "base_unpinned"]
 
 
 class ResearchRefusalV0(Model):

@@ -24,8 +24,8 @@ ROLE_COMMANDS: dict[str, tuple[str, ...]] = {
         "without writing): the contract's first version; the campaign becomes planned. Every "
         "version names its protected scope and stays inside the workspace's contract scopes. "
         "Pin `--protected-commit SHA` and `--base-commit SHA` (the commit every experiment "
-        "starts from, holding the lane commands): unpinned, the first executor to record a "
-        "scored packet chooses the base.",
+        "starts from, holding the lane commands): while no base is pinned, a scored packet "
+        "citing commits is refused, so no executor chooses it.",
         "`loopx contract amend --reason TEXT --set PATH=VALUE` (or `--file F`; `--dry-run` "
         "checks without writing): the next version; `loopx contract show` prints the one in "
         "force.",
@@ -48,7 +48,8 @@ ROLE_COMMANDS: dict[str, tuple[str, ...]] = {
     "research_executor": (
         "Work in an isolated git worktree on a branch of its own per todo and epoch "
         "(`git worktree add -b loopx/TODO/EPOCH DIR BASE`; BASE is the claim packet's "
-        "`data.base_commit` once the campaign has one, else HEAD), with `LOOPX_WORKSPACE` set "
+        "`data.base_commit`, the commit the contract pins: while it is null, a scored packet "
+        "citing commits is refused, so ask the curator to pin one), with `LOOPX_WORKSPACE` set "
         "to the workspace's absolute path; commit before you evaluate (never evaluate a dirty "
         "worktree; the measured baseline commits nothing and evaluates BASE itself) and remove "
         "the worktree when done.",

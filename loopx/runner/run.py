@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loopx.kernel.errors import LoopxError, StaleLease, UsageProblem
+from loopx.kernel.errors import LoopxError, Refused, StaleLease, UsageProblem
 from loopx.kernel.store.moved import moved_refusal
 from loopx.research.git_read import repo_root
 from loopx.runner.attempt import (
@@ -149,18 +149,27 @@ class LaneRunner:
 
     def _check_base(self) -> None:
         """Refuse before claiming when no worktree could start, or the command could not run
-        in one: the repository has no commit, lacks the campaign's base commit, or the command's
+        in one, or its result would be refused: the contract pins no base commit (write rules
+        9), the repository has no commit or lacks the campaign's base commit, or the command's
         script is not in it. After the claim it would cost the todo a claim, and a held-out
         todo its hypothesis' read (a claim counts as one)."""
         # A campaign's base, once fixed and found here, never changes: no need to read again.
         found = self._base_checked not in (None, "HEAD")
         if not self._in_worktrees or self._root is None or found:
             return
+        from loopx.governance.state import current_contract
         from loopx.research.state import campaign_base
         from loopx.runner.worktrees import require_committed, start_commit
 
-        fixed = campaign_base(self.ledger.state()["lanes"])
+        view = self.ledger.state()["lanes"]
+        fixed = campaign_base(view)
         base = None if fixed is None else fixed["base_commit"]
+        if base is None and current_contract(view) is not None:
+            start_commit(self._root, None)  # a repository with no commit yet says so first
+            raise Refused("the contract pins no base commit, so no experiment can start: a "
+                          "scored packet citing commits would be refused (base_unpinned)",
+                          hint="the curator pins it (`loopx contract amend --set "
+                               "base_commit=SHA --reason ...`), then run the lane again")
         if (base or "HEAD") != self._base_checked:  # a commit stays: each start checked once
             start = start_commit(self._root, base)
             command = self.options.command
