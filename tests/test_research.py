@@ -701,16 +701,22 @@ def test_a_clean_baseline_passes_and_an_old_check_does_not_cover_it(repo: Path) 
     decide(r.ledger, r.agents["ev"], "h1", "promoted")
 
 
+def smaller_model(repo: Path, factory: pytest.TempPathFactory, hid: str) -> tuple[str, Path, str]:
+    """HEAD, and a worktree of ``hid``'s branch from it with a smaller model committed: (HEAD,
+    the worktree, that commit)."""
+    head = git(repo, "rev-parse", "HEAD")
+    tree = factory.mktemp("worktrees") / hid
+    git(repo, "worktree", "add", "-q", "-b", f"loopx/{hid}/1", str(tree), head)
+    return head, tree, commit(tree, "model.py", "width = 8\n", "a smaller model")
+
+
 def test_a_baseline_weakened_in_the_editable_scope_is_refused(
         repo: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     """The baseline's executor commits a smaller model on its branch (an edit the protected
     scope allows) and measures that: every hypothesis compared with it gains the difference.
     Before rules version 8 the gate passed and a hypothesis no better than the base code was
     promoted; now the baseline runs its base unchanged."""
-    base = git(repo, "rev-parse", "HEAD")
-    tree = tmp_path_factory.mktemp("worktrees") / "base"
-    git(repo, "worktree", "add", "-q", "-b", "loopx/base/1", str(tree), base)
-    weaker = commit(tree, "model.py", "width = 8\n", "a smaller baseline")
+    base, _, weaker = smaller_model(repo, tmp_path_factory, "base")
     same = commit(repo, "notes.txt", "nothing that changes the model\n", "a no-op")
     weak = [0.70, 0.71, 0.69]
     # What version 7 let through: the gate passes and the hypothesis is promoted.
@@ -769,10 +775,7 @@ def test_a_racing_executor_cannot_fix_a_weakened_base(
     packet from there, and its hypothesis undoes the change: the honest baseline then measures
     the weakened code, and a hypothesis no better than main is promoted. Now the contract pins
     the base (``base_commit``) before any scored packet may cite one."""
-    main = git(repo, "rev-parse", "HEAD")
-    tree = tmp_path_factory.mktemp("worktrees") / "h1"
-    git(repo, "worktree", "add", "-q", "-b", "loopx/h1/1", str(tree), main)
-    weakened = commit(tree, "model.py", "width = 8\n", "a smaller model")
+    main, tree, weakened = smaller_model(repo, tmp_path_factory, "h1")
     undone = commit(tree, "model.py", "", "the hypothesis: back to main's model")
     weak = [0.70, 0.71, 0.69]
 
