@@ -25,8 +25,9 @@ FOLD_VERSION = 19
 # holds the measured baseline's compared packets to the protected boundary gate and to their
 # executor's validity flag; 8 fixes one base commit per campaign, which every scored packet
 # starts from and the measured baseline runs unchanged; 9 has the contract pin that commit
-# before any scored packet may cite one, so that no executor's packet chooses it
+# before any scored packet may cite one, so that no executor's packet chooses it; 10 has the
+# protected boundary gate check that held-out runs evaluated the code dev screened
 # (loopx.kernel.rules says how a log keeps verifying under the rules it was written by).
-RULES_VERSION = 9
+RULES_VERSION = 10
 DOMAINS = Domains((WORK, GOVERNANCE, RESEARCH, NARRATOR), version=FOLD_VERSION,
                   rules=RULES_VERSION)

@@ -856,6 +856,48 @@ def test_a_contract_cannot_move_a_base_a_packet_fixed() -> None:
     assert campaign_base(view(r))["packet_id"] == fixing
 
 
+def test_a_heldout_run_of_code_no_dev_run_screened_fails_the_gate(
+        repo: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The held-out claim hands the executor the held-out data's location; it fits a threshold
+    to that data, commits it, and evaluates: a confirmation of code no dev run screened, shaped
+    by the data that was to confirm it. Before write rules version 10 the gate passed and the
+    hypothesis was promoted; now the gate checks that the held-out run's code (its tree) is a
+    dev run's, and fails naming what differs. The same code committed again passes."""
+    base = git(repo, "rev-parse", "HEAD")
+    tree = tmp_path_factory.mktemp("worktrees") / "h1"
+    git(repo, "worktree", "add", "-q", "-b", "loopx/h1/1", str(tree), base)
+    screened = commit(tree, "model.py", "width = 128\n", "wider")
+    tuned = commit(tree, "threshold.txt", "0.4137\n", "fit to the held-out data")
+    again_tree = tmp_path_factory.mktemp("worktrees") / "h1-again"
+    git(repo, "worktree", "add", "-q", "-b", "loopx/h1/2", str(again_tree), base)
+    same = commit(again_tree, "model.py", "width = 128\n", "wider, in a fresh worktree")
+    assert same != screened
+
+    def run(rules: int | None, heldout: str) -> ResearchLoop:
+        r = protected_loop(base, rules=rules)
+        run_both(r, "h1", (base, screened), (base, heldout))
+        return r
+
+    old = run(9, tuned)
+    assert check_gate(old.ledger, old.agents["ev"], "h1", repo=repo)["passed"]
+    decide(old.ledger, old.agents["ev"], "h1", "promoted")
+    r = run(None, tuned)
+    out = check_gate(r.ledger, r.agents["ev"], "h1", repo=repo)
+    assert not out["passed"]
+    assert [(v["path"], v["change"], v["rule"], v["commit"]) for v in out["violations"]] == [
+        ("threshold.txt", "added", "unscreened", tuned)]
+    current = row(view(r), "h1")
+    assert current.gates["protected_boundary"].status == "failed"
+    assert current.promotion is None and current.retirement is not None
+    assert any(f"evaluated {tuned}, code no dev run screened: 1 path(s) differ from the dev "
+               f"run's {screened} (threshold.txt)" in reason for reason in out["reasons"])
+    refused_and_recorded(r, lambda: decide(r.ledger, r.agents["ev"], "h1", "promoted"),
+                         "no_candidate", "gate protected_boundary failed")
+    honest = run(None, same)
+    assert check_gate(honest.ledger, honest.agents["ev"], "h1", repo=repo)["passed"]
+    decide(honest.ledger, honest.agents["ev"], "h1", "promoted")
+
+
 def test_a_baseline_measured_invalid_is_no_comparator() -> None:
     """The executor that measured the baseline flagged its held-out run invalid (it read the
     wrong data): every held-out test compares with that one measurement, so none may promote

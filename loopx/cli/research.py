@@ -190,6 +190,11 @@ def gate() -> None:
     """Gates verified outside the log: the protected boundary, from git."""
 
 
+# How `gate check` names the rule a violation broke (the protected scope's needs no words).
+RULE_WORDS = {"outside_editable": " (outside the editable scope)",
+              "unscreened": " (after the dev runs: held-out ran code no dev run screened)"}
+
+
 @gate.command("check")
 @click.argument("hypothesis_id", metavar="HYPOTHESIS")
 @with_agent
@@ -202,8 +207,7 @@ def gate_check(ctx: click.Context, hypothesis_id: str, agent_id: str, token_file
     out = run_tool(ctx, "gate.check", GateCheck(hypothesis_id), credentials(agent_id, token_file))
     lines = [f"protected boundary of {hypothesis_id}: {'passed' if out['passed'] else 'FAILED'} "
              f"({len(out['packets'])} packet(s), seq {out['seq']})"]
-    lines += [f"  {v['path']}: {v['change']} in {v['commit'][:12]}"
-              + (" (outside the editable scope)" if v.get("rule") == "outside_editable" else "")
+    lines += [f"  {v['path']}: {v['change']} in {v['commit'][:12]}" + RULE_WORDS.get(v["rule"], "")
               for v in out["violations"]]
     lines += [f"  {r}" for r in out["reasons"] if not out["violations"]]
     emit(as_json, out, "\n".join(lines))

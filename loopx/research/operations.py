@@ -7,6 +7,7 @@ by loopx (from the packets, and from git), never typed in by an agent.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -109,6 +110,19 @@ def audit_novelty(ledger: Ledger, creds: Credentials, hypothesis_id: str, verdic
             "refs": record["payload"]["refs"]}
 
 
+def _screened(view: LaneState, repo: Path, relied: list[str], result: dict[str, Any]) -> None:
+    """Add to ``result`` where a held-out packet evaluated code no dev run it rests on did
+    (:mod:`loopx.research.screened`)."""
+    from loopx.research.screened import unscreened
+
+    packets = sorted((view["packets"][p] for p in relied), key=lambda p: p["seq"])
+    found, reasons = unscreened(repo, [p for p in packets if p["heldout"]],
+                                [p for p in packets if not p["heldout"]])
+    result["violations"] += [asdict(v) for v in found]
+    result["reasons"] += reasons
+    result["passed"] = result["passed"] and not found and not reasons
+
+
 def check_gate(ledger: Ledger, creds: Credentials, hypothesis_id: str, *,
                repo: Path | None) -> dict[str, Any]:
     """Verify the protected boundary from git for every packet the hypothesis' judgements rest
@@ -143,6 +157,8 @@ def check_gate(ledger: Ledger, creds: Credentials, hypothesis_id: str, *,
     protected = list(contract["protected_scope"])
     editable = list(contract.get("editable_scope") or [])
     result = check_boundary(repo, packets, protected, pinned, editable).to_json()
+    if repo is not None and ledger.domains.rules >= 10:  # write rules version 10
+        _screened(view, repo, relied, result)
     if not protected:
         # Only a contract written before the rule that names one can lack it: an empty scope
         # would let every commit pass, so the gate cannot pass on it.

@@ -22,7 +22,7 @@ from loopx.research.protected_scope import ScopeEntry, holds_protected, match_en
 _COMMIT_RE = re.compile(r"[0-9a-fA-F]{4,64}")
 _SYMLINK = "120000"
 _MAX_SYMLINK_HOPS = 40  # the Linux limit on nested symlinks
-_CHANGE_NAMES = {"A": "added", "D": "deleted", "M": "modified", "T": "type changed"}
+CHANGE_NAMES = {"A": "added", "D": "deleted", "M": "modified", "T": "type changed"}
 
 
 PROTECTED = "protected"
@@ -167,9 +167,9 @@ class ScopeInspector:
                 out.append(Violation(commit, shown(path), what, f"outside the editable scope"
                                      f"{extra}; {where}", OUTSIDE_EDITABLE))
 
-        if letter in _CHANGE_NAMES:
+        if letter in CHANGE_NAMES:
             extra = f" (mode {change.src_mode} -> {change.dst_mode})" if letter == "T" else ""
-            flag(change.dst_path, _CHANGE_NAMES[letter], extra)
+            flag(change.dst_path, CHANGE_NAMES[letter], extra)
         elif letter == "R":
             flag(change.src_path, f"renamed to {shown(change.dst_path)}")
             flag(change.dst_path, f"renamed from {shown(change.src_path)}")

@@ -152,14 +152,15 @@ class CheckedPacket(Model):
 
 class GateViolation(Model):
     """A change the protected-boundary gate found in a checked commit range, and the rule it
-    broke: ``protected`` (it touched the protected scope) or ``outside_editable`` (it touched a
-    path outside the contract's editable scope)."""
+    broke: ``protected`` (it touched the protected scope), ``outside_editable`` (it touched a
+    path outside the contract's editable scope) or ``unscreened`` (a held-out run's code differs
+    there from every dev run's, write rules 10)."""
 
     commit: Annotated[str, Field(max_length=64)]
     path: Annotated[str, Field(max_length=1024)]
     change: ShortText
     detail: ShortText = ""
-    rule: Literal["protected", "outside_editable"] = "protected"
+    rule: Literal["protected", "outside_editable", "unscreened"] = "protected"
 
 
 class GateResultV0(Model):

@@ -269,6 +269,8 @@ def _violation_words(v: dict[str, Any]) -> str:
     """A gate violation in a few words, naming the rule unless it is the protected scope's."""
     if v.get("rule", "protected") == "outside_editable":
         return f"{v['path']} ({v['change']}; outside the editable scope)"
+    if v.get("rule") == "unscreened":
+        return f"{v['path']} ({v['change']} after the dev runs; held-out ran unscreened code)"
     return f"{v['path']} ({v['change']})"
 
 

@@ -54,7 +54,9 @@ ROLE_COMMANDS: dict[str, tuple[str, ...]] = {
         "worktree; the measured baseline commits nothing and evaluates BASE itself) and remove "
         "the worktree when done.",
         "Evaluate on the split in the claim packet's `data` (`location` is given only there); "
-        "held-out results only under a `run_holdout_eval` todo.",
+        "held-out results only under a `run_holdout_eval` todo, of exactly the code the dev "
+        "runs evaluated (commit no outputs: write them outside the worktree or to an ignored "
+        "path).",
         "`loopx evidence append-packet FILE --under TODO:EPOCH`: one attempt's "
         "`auto_research_evidence_packet_v0` payload (`hypothesis_id`, `status`, `results`: one "
         "value per split, metric and seed, `branch`), citing `base_commit` and "
