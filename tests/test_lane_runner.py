@@ -455,6 +455,9 @@ def test_an_unpinned_base_stops_the_lane_before_any_claim(repo: Setup) -> None:
     assert error["message"].startswith("the contract pins no base commit")
     assert "loopx contract amend --set base_commit=SHA" in error["hint"]
     assert repo.todo("dev-1")["claims"] == 0
+    status = subprocess.run([sys.executable, "-m", "loopx.cli", "-C", str(repo.root), "status"],
+                            capture_output=True, text=True, check=True).stdout
+    assert ", contract v3, base not pinned\n" in status
 
 
 def test_the_script_a_lane_command_names() -> None:

@@ -314,7 +314,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
              + (f" ({', '.join(campaign['stop_reasons'])})" if campaign["stop_reasons"] else "")
              + (f", contract v{version}" if version else ", no contract yet")
              + (f", experiments start from {campaign['base_commit']}"
-                if campaign["base_commit"] else ""),
+                if campaign["base_commit"] else ", base not pinned" if version else ""),
              f"todos: {counts}", "agents:"]
     lines += [f"  {a['agent_id']:<24} {a['role']:<20} "
               f"{'revoked' if a['revoked'] else 'active':<8} claims {a['claims']:<5} "
