@@ -150,6 +150,36 @@ def test_a_completed_attempt_is_recorded_whole_and_the_token_stays_out(ws: Setup
     assert ws.todo("dev-1.judge_dev_attempt")["status"] == "open"
 
 
+def test_a_command_that_fails_every_todo_stops_the_lane_after_three(ws: Setup) -> None:
+    """It starts, then fails (a mistake in the script, a missing dependency): without a limit
+    it would fail every todo in turn, each attempt counted against its hypothesis, and a
+    held-out todo's claim spent as a read. Three failures in a row stop the lane; each is
+    recorded, and the other todos were never claimed."""
+    from loopx.work.agents import register_agent
+
+    for n, hid in enumerate(("h2", "h3", "h4", "h5"), start=2):
+        ws.r.propose(hid, mechanism=f"m{n}")
+    ws.r.agents["ex2"] = Credentials("ex2", register_agent(ws.ledger, ws.owner, "ex2",
+                                                           "research_executor")[1])
+    for n, hid in enumerate(("h1", "h2", "h3", "h4", "h5"), start=1):
+        add_todos(ws.ledger, ws.r.agents["ev"], [{
+            "todo_id": f"dev-{n}", "title": "dev run", "role": "research_executor",
+            "action_kind": "run_dev_eval", "hypothesis_id": hid}])
+    broken = ws.script("broken", "import sys; sys.exit(1)")
+    done = ws.lane("ex", broken, "--no-worktree")
+    report = json.loads(done.stdout)
+    assert (report["failed"], report["stopped_because"]) == (3, "failures_in_a_row"), done.stdout
+    assert "stopping: 3 attempts failed in a row (the last: the command exited with status 1)" \
+        in done.stderr
+    claims = [ws.todo(f"dev-{n}")["claims"] for n in range(1, 6)]
+    assert sum(claims) == 3 and claims.count(0) >= 3, claims
+    # --max-failures 0 keeps going, as before: into the next todos.
+    done = ws.lane("ex2", broken, "--no-worktree", "--max-failures", "0", "--max-attempts", "5")
+    report = json.loads(done.stdout)
+    assert (report["failed"], report["stopped_because"]) == (5, "max_attempts")
+    assert sum(ws.todo(f"dev-{n}")["claims"] for n in range(1, 6)) == 8
+
+
 @pytest.mark.parametrize(("body", "status", "reason"), [
     ("import sys; sys.exit(3)", "failed", "the command exited with status 3"),
     ("print('not json at all')", "invalid_output", "invalid result: lane result refused: "

@@ -36,6 +36,9 @@ def lane() -> None:
               show_default=True, help="Seconds between polls when there is nothing to do.")
 @click.option("--max-attempts", type=click.IntRange(min=0), default=0, show_default=True,
               help="Stop after this many attempts (0: never).")
+@click.option("--max-failures", type=click.IntRange(min=0), default=3, show_default=True,
+              help="Stop after this many failed attempts in a row (0: never), before a "
+                   "command broken for every todo spends each one's attempts.")
 @click.option("--no-worktree", is_flag=True,
               help="Run an executor's command in the workspace, not in its own git worktree.")
 @click.option("--persistent", is_flag=True,
@@ -46,7 +49,7 @@ def lane() -> None:
 @click.pass_context
 def lane_run(ctx: click.Context, role: str | None, agent_id: str, token_file: Path | None,
              timeout: float, idle_polls: int, poll_seconds: float, max_attempts: int,
-             no_worktree: bool, persistent: bool, as_json: bool,
+             max_failures: int, no_worktree: bool, persistent: bool, as_json: bool,
              command: tuple[str, ...]) -> None:
     """Run one lane: claim what should-run selects, run CMD for it (the claim packet on stdin
     and in LOOPX_* variables, no token), record its loopx_lane_result_v0, repeat. A CMD known
@@ -57,7 +60,8 @@ def lane_run(ctx: click.Context, role: str | None, agent_id: str, token_file: Pa
 
     options = RunnerOptions(list(command), timeout=timeout, idle_polls=idle_polls,
                             poll_seconds=poll_seconds, max_attempts=max_attempts,
-                            worktrees=not no_worktree, persistent=persistent)
+                            max_failures=max_failures, worktrees=not no_worktree,
+                            persistent=persistent)
     report = run_lane(workspace_of(ctx), credentials(agent_id, token_file), options, role=role)
     out = report.to_json()
     emit(as_json, out, f"{agent_id} ({out['role']}) stopped: {out['stopped_because']}; "

@@ -68,6 +68,9 @@ class RunnerOptions:
     idle_polls: int = 0  # stop after this many polls in a row with nothing to do (0: never)
     poll_seconds: float = 2.0
     max_attempts: int = 0  # stop after this many attempts (0: never)
+    # Stop after this many failed attempts in a row (0: never): a command broken for every todo
+    # would spend each one's attempts, and each held-out todo's read, in seconds.
+    max_failures: int = 3
     worktrees: bool = True
     persistent: bool = False  # one command for the whole lane, a task per line (worker.py)
 
@@ -187,7 +190,7 @@ class LaneRunner:
     def _loop(self) -> None:
         from loopx.work.claims import should_run
 
-        idle = 0
+        idle = failed = 0
         while True:
             self._check_stop()
             self._check_base()
@@ -202,6 +205,13 @@ class LaneRunner:
                     self.log("stopping: the command cannot start; fix it and run the lane "
                              "again (the failed attempt is recorded)")
                     self.report.stopped_because = "command_cannot_start"
+                    return
+                failed = failed + 1 if attempt.outcome == "failed" else 0
+                if self.options.max_failures and failed >= self.options.max_failures:
+                    self.log(f"stopping: {failed} attempts failed in a row (the last: "
+                             f"{attempt.reason}); fix the command and run the lane again (each "
+                             "failed attempt is recorded)")
+                    self.report.stopped_because = "failures_in_a_row"
                     return
                 if self.options.max_attempts and \
                         len(self.report.attempts) >= self.options.max_attempts:
