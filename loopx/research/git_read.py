@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,6 +92,16 @@ class TreeChange:
     dst_blob: str
     src_path: str
     dst_path: str
+
+
+def diff_tree(repo: Path, args: Sequence[str], what: str) -> tuple[list[TreeChange], list[str]]:
+    """``git diff-tree -r -z ARGS`` in ``repo``, parsed, and the problems met (git failed, its
+    output malformed), each naming ``what`` was diffed."""
+    run = run_git(repo, "diff-tree", "-r", "-z", *args)
+    if run.returncode != 0:
+        return [], [git_failed(run, f"diffing {what}")]
+    changes, malformed = parse_diff_tree(run.out)
+    return changes, [f"{what}: {malformed}"] if malformed else []
 
 
 def parse_diff_tree(out: bytes) -> tuple[list[TreeChange], str | None]:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from loopx.research.git_read import (
     TreeChange,
+    diff_tree,
     git_failed,
     git_text,
-    parse_diff_tree,
     run_git,
     shown,
 )
@@ -103,12 +103,8 @@ class ScopeInspector:
         run = run_git(self.repo, "rev-parse", "--verify", "--quiet", f"{pinned}^{{commit}}")
         if run.returncode != 0:
             return [], [f"protected_commit {pinned} is not a commit in this repository"]
-        run = run_git(self.repo, "diff-tree", "-r", "-z", "-M", "-C", "--no-commit-id", pinned,
-                   evaluated)
-        if run.returncode != 0:
-            return [], [git_failed(run, f"diffing {evaluated} {where}")]
-        changes, malformed = parse_diff_tree(run.out)
-        problems = [f"{evaluated} {where}: {malformed}"] if malformed else []
+        changes, problems = diff_tree(self.repo, ["-M", "-C", "--no-commit-id", pinned,
+                                                  evaluated], f"{evaluated} {where}")
         violations: list[Violation] = []
         for change in changes:
             # The pin holds the protected scope only: the main line may move elsewhere.
@@ -136,15 +132,10 @@ class ScopeInspector:
         problems: list[str] = []
         for parent in parents or [None]:
             where = f"against parent {parent}" if parent else "root commit, against an empty tree"
-            args = ["diff-tree", "-r", "-z", "-M", "-C", "--no-commit-id"]
+            args = ["-M", "-C", "--no-commit-id"]
             args += [parent, commit] if parent else ["--root", commit]
-            run = run_git(self.repo, *args)
-            if run.returncode != 0:
-                problems.append(git_failed(run, f"diffing commit {commit} {where}"))
-                continue
-            changes, malformed = parse_diff_tree(run.out)
-            if malformed:
-                problems.append(f"commit {commit} {where}: {malformed}")
+            changes, trouble = diff_tree(self.repo, args, f"commit {commit} {where}")
+            problems += trouble
             for change in changes:
                 for violation in self._judge(commit, where, change, problems):
                     found.setdefault((violation.path, violation.change, violation.rule),

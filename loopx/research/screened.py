@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from loopx.research.git_read import git_failed, parse_diff_tree, run_git
+from loopx.research.git_read import diff_tree, run_git
 from loopx.research.protected_history import CHANGE_NAMES, Violation
 
 UNSCREENED = "unscreened"
@@ -53,13 +53,11 @@ def unscreened(repo: Path, heldout: Sequence[dict[str, Any]],
         if tree(evaluated) in {tree(c) for c in screened}:
             continue
         latest = screened[-1]
-        run = run_git(repo, "diff-tree", "-r", "-z", "--no-renames", latest, evaluated)
-        if run.returncode != 0:
-            reasons.append(git_failed(run, f"{label}: diffing {evaluated} against {latest}"))
+        changes, trouble = diff_tree(repo, ["--no-renames", latest, evaluated],
+                                     f"{evaluated} against {latest} ({label})")
+        reasons += trouble
+        if trouble and not changes:
             continue
-        changes, malformed = parse_diff_tree(run.out)
-        if malformed:
-            reasons.append(f"{label}: {malformed}")
         where = f"against the dev run's {latest}"
         violations += [Violation(evaluated, c.dst_path, CHANGE_NAMES.get(c.status, c.status),
                                  where, UNSCREENED) for c in changes]
