@@ -896,6 +896,18 @@ def test_a_heldout_run_of_code_no_dev_run_screened_fails_the_gate(
     honest = run(None, same)
     assert check_gate(honest.ledger, honest.agents["ev"], "h1", repo=repo)["passed"]
     decide(honest.ledger, honest.agents["ev"], "h1", "promoted")
+    # Dev runs that cite no commits leave nothing to compare with: pending, not failed.
+    blind = protected_loop(base)
+    blind.propose("h1")
+    blind.run("h1", "dev", GOOD)
+    blind.judge("h1", "dev")
+    blind.run("h1", "heldout", HELDOUT, commits=(base, tuned))
+    blind.judge("h1", "heldout")
+    out = check_gate(blind.ledger, blind.agents["ev"], "h1", repo=repo)
+    assert not out["passed"] and out["violations"] == []
+    assert any("no dev packet its judgements rest on cites an evaluated commit" in reason
+               for reason in out["reasons"])
+    assert row(view(blind), "h1").gates["protected_boundary"].status == "pending"
 
 
 def test_a_baseline_measured_invalid_is_no_comparator() -> None:
