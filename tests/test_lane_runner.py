@@ -154,7 +154,7 @@ def test_a_command_that_fails_every_todo_stops_the_lane_after_three(ws: Setup) -
     """It starts, then fails (a mistake in the script, a missing dependency): without a limit
     it would fail every todo in turn, each attempt counted against its hypothesis, and a
     held-out todo's claim spent as a read. Three failures in a row stop the lane; each is
-    recorded, and the other todos were never claimed."""
+    recorded, and the other todos were never claimed. Failures between successes do not."""
     from loopx.work.agents import register_agent
 
     for n, hid in enumerate(("h2", "h3", "h4", "h5"), start=2):
@@ -173,11 +173,25 @@ def test_a_command_that_fails_every_todo_stops_the_lane_after_three(ws: Setup) -
         in done.stderr
     claims = [ws.todo(f"dev-{n}")["claims"] for n in range(1, 6)]
     assert sum(claims) == 3 and claims.count(0) >= 3, claims
+    # Failures with successes between them do not stop it: only failures in a row count.
+    counter = ws.root.parent / "runs"
+    flaky = ws.script("flaky", textwrap.dedent(f"""
+        import pathlib, sys
+        runs = pathlib.Path({str(counter)!r})
+        n = int(runs.read_text()) if runs.exists() else 0
+        runs.write_text(str(n + 1))
+        if n % 3 != 2:
+            sys.exit(1)
+    """) + textwrap.dedent(SCORED))
+    done = ws.lane("ex", flaky, "--no-worktree", "--max-attempts", "6")
+    report = json.loads(done.stdout)
+    assert (report["failed"], report["completed"], report["stopped_because"]) == (
+        4, 2, "max_attempts"), done.stdout
     # --max-failures 0 keeps going, as before: into the next todos.
     done = ws.lane("ex2", broken, "--no-worktree", "--max-failures", "0", "--max-attempts", "5")
     report = json.loads(done.stdout)
     assert (report["failed"], report["stopped_because"]) == (5, "max_attempts")
-    assert sum(ws.todo(f"dev-{n}")["claims"] for n in range(1, 6)) == 8
+    assert sum(ws.todo(f"dev-{n}")["claims"] for n in range(1, 6)) == 14
 
 
 @pytest.mark.parametrize(("body", "status", "reason"), [
