@@ -910,6 +910,31 @@ def test_a_heldout_run_of_code_no_dev_run_screened_fails_the_gate(
     assert row(view(blind), "h1").gates["protected_boundary"].status == "pending"
 
 
+def test_gate_check_on_the_command_line_says_held_out_ran_unscreened_code(
+        repo: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    from click.testing import CliRunner
+
+    from loopx.cli import cli
+    from loopx.kernel.checks import Credentials
+    from loopx.workspace import init_workspace
+
+    base, tree, _ = smaller_model(repo, tmp_path_factory, "h1")
+    screened = commit(tree, "model.py", "width = 128\n", "wider")
+    tuned = commit(tree, "threshold.txt", "0.4137\n", "fit to the held-out data")
+    workspace, owner = init_workspace(repo, "screened")
+    r = ResearchLoop(workspace.ledger(), Credentials("owner", owner))
+    r.contract({**CONTRACT, "protected_scope": ["eval/"], "base_commit": base,
+                "promotion_policy": {"required_gates": ["protected_boundary", "heldout"]}})
+    run_both(r, "h1", (base, screened), (base, tuned))
+    r.ledger.store.close()
+    env = {"LOOPX_TOKEN": r.agents["ev"].token or "", "LOOPX_AGENT_ID": "ev"}
+    out = CliRunner().invoke(cli, ["-C", str(repo), "gate", "check", "h1"], env=env)
+    assert out.exit_code == 0, out.stdout + out.stderr
+    assert "protected boundary of h1: FAILED (2 packet(s)" in out.stdout
+    assert (f"  threshold.txt: added in {tuned[:12]} (after the dev runs: held-out ran code no "
+            "dev run screened)") in out.stdout
+
+
 def test_a_baseline_measured_invalid_is_no_comparator() -> None:
     """The executor that measured the baseline flagged its held-out run invalid (it read the
     wrong data): every held-out test compares with that one measurement, so none may promote
