@@ -43,6 +43,7 @@ from loopx.research.plan import attempt_limit, current_plan, evidence_since, pla
 from loopx.research.state import (
     EVALUATION_SPLITS,
     HELDOUT_ACTION,
+    base_movable,
     baseline_hypothesis,
     campaign_base,
     content_sha256,
@@ -213,12 +214,9 @@ def _check_base_pin(view: View, p: dict[str, Any]) -> None:
     """A contract version may pin the base, or move its pin, only while nothing was measured
     from another: once evidence exists, every result was compared on the base in force."""
     pin, fixed = p.get("base_commit"), campaign_base(view)
-    if fixed is None or pin == fixed["base_commit"]:
+    if fixed is None or base_movable(view) or pin == fixed["base_commit"]:
         return
-    by_packet = fixed["packet_id"] is not None
-    if not by_packet and evidence_since(view) is None:
-        return  # pinned, and nothing measured yet: the curator may still move or drop it
-    if by_packet and pin is None:
+    if fixed["packet_id"] is not None and pin is None:
         return  # never pinned: the packet's base stands
     what = (f"pins base_commit {pin}" if pin else "drops the pinned base_commit")
     raise ResearchRefused(

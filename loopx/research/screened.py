@@ -31,14 +31,12 @@ def unscreened(repo: Path, heldout: Sequence[dict[str, Any]],
     screened = [p["evaluated_commit"] for p in dev if p.get("evaluated_commit")]
     violations: list[Violation] = []
     reasons: list[str] = []
-    trees: dict[str, str | None] = {}
 
     def tree(commit: str) -> str | None:
-        if commit not in trees:
-            run = run_git(repo, "rev-parse", "--verify", "--quiet", f"{commit}^{{tree}}")
-            trees[commit] = run.out.decode().strip() if run.returncode == 0 else None
-        return trees[commit]
+        run = run_git(repo, "rev-parse", "--verify", "--quiet", f"{commit}^{{tree}}")
+        return run.out.decode().strip() if run.returncode == 0 else None
 
+    dev_trees: set[str | None] | None = None  # read once, when a held-out packet needs them
     for packet in heldout:
         evaluated = packet.get("evaluated_commit")
         if not evaluated:
@@ -48,9 +46,12 @@ def unscreened(repo: Path, heldout: Sequence[dict[str, Any]],
             reasons.append(f"{label}: no dev packet its judgements rest on cites an evaluated "
                            "commit, so nothing shows the dev runs screened its code")
             continue
-        if tree(evaluated) is None:
+        held = tree(evaluated)
+        if held is None:
             continue  # not a commit here: the range check names it
-        if tree(evaluated) in {tree(c) for c in screened}:
+        if dev_trees is None:
+            dev_trees = {tree(c) for c in screened}
+        if held in dev_trees:
             continue
         latest = screened[-1]
         changes, trouble = diff_tree(repo, ["--no-renames", latest, evaluated],

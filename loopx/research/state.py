@@ -86,6 +86,14 @@ def campaign_base(view: dict[str, Any]) -> dict[str, Any] | None:
     return view["campaign"].get("base")
 
 
+def base_movable(view: dict[str, Any]) -> bool:
+    """Whether a contract version may still set, move or drop the campaign's base: nothing
+    fixed it yet, or only the contract's pin, with no evidence recorded (as the plan, it
+    freezes at the first evidence packet). A base a packet fixed never moves."""
+    base = view["campaign"].get("base")
+    return base is None or (base["packet_id"] is None and evidence_since(view) is None)
+
+
 def _fix_base(record: dict[str, Any], commit: str, *, packet: bool,
               contract_version: int | None = None) -> dict[str, Any]:
     return {"base_commit": commit, "record_id": record["record_id"], "seq": record["seq"],
@@ -341,10 +349,8 @@ def _approval(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -
 def _contract(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
     # After governance appended the version: the plan versions follow the contract's.
     campaign = view["campaign"]
-    base = campaign.get("base")
-    # A pin moves with the contract until the first evidence packet (as the plan does); a
-    # base a packet fixed never moves, and the write checks refuse a version that would.
-    if base is None or (base["packet_id"] is None and evidence_since(view) is None):
+    # The write checks refuse a version that would move a base no longer movable.
+    if base_movable(view):
         pin = p.get("base_commit")
         campaign["base"] = None if pin is None else _fix_base(
             record, pin, packet=False, contract_version=p.get("version", 1))

@@ -43,12 +43,13 @@ def foreseen_failure(command: list[str], cwd: Path | None) -> str | None:
     if code is not None:  # worded as Popen's own OSError would be, so both paths say the same
         return start_failure(command, OSError(code, os.strerror(code), program))
     script = interpreted_script(command)
-    where = Path(script) if script and os.path.isabs(script) else (
-        None if script is None or cwd is None else cwd / script)
-    if where is not None and not where.is_file():
-        return (f"the command `{shlex.join(command)}` runs the script {script}, which is not a "
-                f"file{'' if os.path.isabs(script or '') else f' in {cwd}'}")
-    return None
+    if script is None or not (os.path.isabs(script) or cwd is not None):
+        return None
+    where = Path(script) if os.path.isabs(script) else cwd / script
+    if where.is_file():
+        return None
+    return (f"the command `{shlex.join(command)}` runs the script {script}, which is not a "
+            f"file" + ("" if os.path.isabs(script) else f" in {cwd}"))
 
 
 def interpreted_script(command: list[str]) -> str | None:
