@@ -26,8 +26,9 @@ FOLD_VERSION = 19
 # executor's validity flag; 8 fixes one base commit per campaign, which every scored packet
 # starts from and the measured baseline runs unchanged; 9 has the contract pin that commit
 # before any scored packet may cite one, so that no executor's packet chooses it; 10 has the
-# protected boundary gate check that held-out runs evaluated the code dev screened
+# protected boundary gate check that held-out runs evaluated the code dev screened; 11 has it
+# check that the evaluated code holds no change another hypothesis' packet evaluated first
 # (loopx.kernel.rules says how a log keeps verifying under the rules it was written by).
-RULES_VERSION = 10
+RULES_VERSION = 11
 DOMAINS = Domains((WORK, GOVERNANCE, RESEARCH, NARRATOR), version=FOLD_VERSION,
                   rules=RULES_VERSION)

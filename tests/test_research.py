@@ -935,6 +935,99 @@ def test_gate_check_on_the_command_line_says_held_out_ran_unscreened_code(
             "dev run screened)") in out.stdout
 
 
+def worktree(repo: Path, factory: pytest.TempPathFactory, hid: str, start: str) -> Path:
+    """A worktree of ``hid``'s branch, started at ``start``, as the lane runner makes one."""
+    tree = factory.mktemp("worktrees") / hid
+    git(repo, "worktree", "add", "-q", "-b", f"loopx/{hid}/1", str(tree), start)
+    return tree
+
+
+def test_a_hypothesis_holding_another_ones_change_fails_the_gate(
+        repo: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """h1 is a real improvement. h2's executor wants its own idea promoted: it merges h1's
+    branch, adds its own (null) change and evaluates. Its lift over the base is h1's. Before
+    write rules version 11 the gate passed and h2 was promoted on h1's effect; now the gate
+    fails naming h1's commit. A cherry-pick (a new commit, the same change) and a squash of
+    h1's branch fail it too. h1, whose change it was first, passes; so does a refinement of h1
+    built on h1's branch."""
+    base = git(repo, "rev-parse", "HEAD")
+    h1_tree = worktree(repo, tmp_path_factory, "h1", base)
+    wider = commit(h1_tree, "model.py", "width = 128\n", "wider")
+    deeper = commit(h1_tree, "depth.txt", "4\n", "deeper too")
+    merged_tree = worktree(repo, tmp_path_factory, "h2", base)
+    git(merged_tree, "merge", "-q", "--no-ff", "-m", "take h1's branch", "loopx/h1/1")
+    merged = commit(merged_tree, "notes.md", "h2's idea\n", "h2: its own idea")
+    picked_tree = worktree(repo, tmp_path_factory, "h3", base)
+    git(picked_tree, "cherry-pick", "-x", wider)
+    picked_copy = git(picked_tree, "rev-parse", "HEAD")
+    assert picked_copy != wider
+    picked = commit(picked_tree, "notes.md", "h3's idea\n", "h3: its own idea")
+    refined = commit(worktree(repo, tmp_path_factory, "h4", deeper), "model.py",
+                     "width = 160\n", "h4: wider still")
+    squashed_tree = worktree(repo, tmp_path_factory, "h5", base)
+    git(squashed_tree, "merge", "-q", "--squash", "loopx/h1/1")
+    git(squashed_tree, "commit", "-qm", "h5: its own idea, all at once")
+    squashed = commit(squashed_tree, "notes.md", "h5's idea\n", "h5: and a note")
+
+    def run(rules: int | None) -> ResearchLoop:
+        r = protected_loop(base, rules=rules)
+        run_both(r, "h1", (base, deeper), (base, deeper))
+        run_both(r, "h2", (base, merged), (base, merged))
+        return r
+
+    old = run(10)
+    assert check_gate(old.ledger, old.agents["ev"], "h2", repo=repo)["passed"]
+    decide(old.ledger, old.agents["ev"], "h2", "promoted")
+
+    r = run(None)
+    r.propose("h3")
+    for split, values in (("dev", GOOD), ("heldout", HELDOUT)):
+        r.run("h3", split, values, commits=(base, picked))
+        r.judge("h3", split)
+    r.propose("h4", parent_id="h1")
+    for split, values in (("dev", GOOD), ("heldout", HELDOUT)):
+        r.run("h4", split, values, commits=(base, refined))
+        r.judge("h4", split)
+    r.propose("h5")
+    for split, values in (("dev", GOOD), ("heldout", HELDOUT)):
+        r.run("h5", split, values, commits=(base, squashed))
+        r.judge("h5", split)
+    assert check_gate(r.ledger, r.agents["ev"], "h1", repo=repo)["passed"]
+    packets = [p["packet_id"] for p in view(r)["packets"].values() if p["hypothesis_id"] == "h1"]
+    first = view(r)["packets"][packets[0]]
+    out = check_gate(r.ledger, r.agents["ev"], "h2", repo=repo)
+    assert not out["passed"]
+    assert sorted((v["path"], v["change"], v["rule"], v["commit"])
+                  for v in out["violations"]) == [("depth.txt", "added", "borrowed", deeper),
+                                                  ("model.py", "added", "borrowed", wider)]
+    assert out["violations"][-1]["detail"] == (
+        f"the same commit, which hypothesis h1's packet {first['packet_id']} (seq "
+        f"{first['seq']}) evaluated first")
+    assert any(f"evaluated code holding commit {wider}, the same commit, which hypothesis h1's"
+               in why and "a hypothesis is measured on its own change (model.py)" in why
+               for why in out["reasons"])
+    assert f"model.py (added; another hypothesis' change: {out['violations'][-1]['detail']})" in (
+        view(r)["hypotheses"]["h2"]["boundary"]["violations"])
+    current = row(view(r), "h2")
+    assert current.gates["protected_boundary"].status == "failed"
+    assert current.promotion is None and current.retirement is not None
+    refused_and_recorded(r, lambda: decide(r.ledger, r.agents["ev"], "h2", "promoted"),
+                         "no_candidate", "gate protected_boundary failed")
+    cherry = check_gate(r.ledger, r.agents["ev"], "h3", repo=repo)
+    assert not cherry["passed"]
+    assert [(v["path"], v["rule"], v["commit"]) for v in cherry["violations"]] == [
+        ("model.py", "borrowed", picked_copy)]
+    assert cherry["violations"][0]["detail"].startswith(f"the same change as {wider}, which ")
+    squash = check_gate(r.ledger, r.agents["ev"], "h5", repo=repo)
+    assert not squash["passed"]
+    assert sorted(v["path"] for v in squash["violations"]) == ["depth.txt", "model.py"]
+    assert squash["violations"][0]["detail"].startswith(
+        f"the same change as all of {deeper} from its base, which hypothesis h1's packet ")
+    refinement = check_gate(r.ledger, r.agents["ev"], "h4", repo=repo)
+    assert refinement["passed"], (refinement["reasons"], refinement["violations"])
+    decide(r.ledger, r.agents["ev"], "h1", "promoted")
+
+
 def test_a_baseline_measured_invalid_is_no_comparator() -> None:
     """The executor that measured the baseline flagged its held-out run invalid (it read the
     wrong data): every held-out test compares with that one measurement, so none may promote

@@ -192,7 +192,8 @@ def gate() -> None:
 
 # How `gate check` names the rule a violation broke (the protected scope's needs no words).
 RULE_WORDS = {"outside_editable": " (outside the editable scope)",
-              "unscreened": " (after the dev runs: held-out ran code no dev run screened)"}
+              "unscreened": " (after the dev runs: held-out ran code no dev run screened)",
+              "borrowed": " (another hypothesis' change)"}
 
 
 @gate.command("check")

@@ -40,11 +40,13 @@ def _git_env() -> dict[str, str]:
     return env
 
 
-def run_git(repo: Path, *args: str) -> GitRun:
-    """Run git in `repo`; a git that cannot run is a result, never an exception."""
+def run_git(repo: Path, *args: str, input: bytes | None = None) -> GitRun:
+    """Run git in `repo` (with ``input`` on its stdin, else none); a git that cannot run is a
+    result, never an exception."""
+    stdin = subprocess.DEVNULL if input is None else None
     try:
         proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=False,
-                              stdin=subprocess.DEVNULL, env=_git_env(), timeout=_GIT_TIMEOUT)
+                              stdin=stdin, input=input, env=_git_env(), timeout=_GIT_TIMEOUT)
     except FileNotFoundError:
         return GitRun(None, b"", "the git executable was not found")
     except subprocess.TimeoutExpired:

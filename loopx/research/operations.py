@@ -123,6 +123,33 @@ def _screened(view: LaneState, repo: Path, relied: list[str], result: dict[str, 
     result["passed"] = result["passed"] and not found and not reasons
 
 
+def _borrowed(view: LaneState, repo: Path, hypothesis_id: str, relied: list[str],
+              result: dict[str, Any]) -> None:
+    """Add to ``result`` the changes the evaluated code holds that another hypothesis' packet
+    evaluated first (:mod:`loopx.research.borrowed`)."""
+    from loopx.research.borrowed import Cited, borrowed
+    from loopx.research.grounding import lineage
+    from loopx.research.state import baseline_hypothesis
+
+    mine = set(lineage(view, hypothesis_id))
+    packets = [p for p in view["packets"].values() if p.get("evaluated_commit")]
+
+    def cited(ps: list[dict[str, Any]]) -> list[Cited]:
+        return [Cited(p["packet_id"], p["hypothesis_id"], p["seq"], p["evaluated_commit"],
+                      p.get("base_commit")) for p in ps]
+
+    others = [p for p in packets if p["hypothesis_id"] not in mine
+              and p["hypothesis_id"] != baseline_hypothesis(view)]
+    bases = {p["base_commit"] for p in packets if p.get("base_commit")}
+    found, reasons = borrowed(
+        repo, bases, cited([view["packets"][p] for p in relied
+                            if view["packets"][p].get("evaluated_commit")]),
+        cited([p for p in packets if p["hypothesis_id"] in mine]), cited(others))
+    result["violations"] += [asdict(v) for v in found]
+    result["reasons"] += reasons
+    result["passed"] = result["passed"] and not found and not reasons
+
+
 def check_gate(ledger: Ledger, creds: Credentials, hypothesis_id: str, *,
                repo: Path | None) -> dict[str, Any]:
     """Verify the protected boundary from git for every packet the hypothesis' judgements rest
@@ -159,6 +186,8 @@ def check_gate(ledger: Ledger, creds: Credentials, hypothesis_id: str, *,
     result = check_boundary(repo, packets, protected, pinned, editable).to_json()
     if repo is not None and ledger.domains.rules >= 10:  # write rules version 10
         _screened(view, repo, relied, result)
+    if repo is not None and ledger.domains.rules >= 11:  # write rules version 11
+        _borrowed(view, repo, hypothesis_id, relied, result)
     if not protected:
         # Only a contract written before the rule that names one can lack it: an empty scope
         # would let every commit pass, so the gate cannot pass on it.

@@ -154,13 +154,14 @@ class GateViolation(Model):
     """A change the protected-boundary gate found in a checked commit range, and the rule it
     broke: ``protected`` (it touched the protected scope), ``outside_editable`` (it touched a
     path outside the contract's editable scope) or ``unscreened`` (a held-out run's code differs
-    there from every dev run's, write rules 10)."""
+    there from every dev run's, write rules 10) or ``borrowed`` (the evaluated code holds a
+    change another hypothesis' packet evaluated first, write rules 11)."""
 
     commit: Annotated[str, Field(max_length=64)]
     path: Annotated[str, Field(max_length=1024)]
     change: ShortText
     detail: ShortText = ""
-    rule: Literal["protected", "outside_editable", "unscreened"] = "protected"
+    rule: Literal["protected", "outside_editable", "unscreened", "borrowed"] = "protected"
 
 
 class GateResultV0(Model):

@@ -279,6 +279,8 @@ def _violation_words(v: dict[str, Any]) -> str:
         return f"{v['path']} ({v['change']}; outside the editable scope)"
     if v.get("rule") == "unscreened":
         return f"{v['path']} ({v['change']} after the dev runs; held-out ran unscreened code)"
+    if v.get("rule") == "borrowed":
+        return f"{v['path']} ({v['change']}; another hypothesis' change: {v['detail']})"
     return f"{v['path']} ({v['change']})"
 
 

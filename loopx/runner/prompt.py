@@ -52,7 +52,8 @@ ROLE_COMMANDS: dict[str, tuple[str, ...]] = {
         "citing commits is refused, so ask the curator to pin one), with `LOOPX_WORKSPACE` set "
         "to the workspace's absolute path; commit before you evaluate (never evaluate a dirty "
         "worktree; the measured baseline commits nothing and evaluates BASE itself) and remove "
-        "the worktree when done.",
+        "the worktree when done. Commit only this hypothesis' change: never merge or "
+        "cherry-pick another hypothesis' branch (a refinement may build on its parent's).",
         "Evaluate on the split in the claim packet's `data` (`location` is given only there); "
         "held-out results only under a `run_holdout_eval` todo, of exactly the code the dev "
         "runs evaluated (commit no outputs: write them outside the worktree or to an ignored "
