@@ -972,7 +972,13 @@ def test_a_hypothesis_holding_another_ones_change_fails_the_gate(
     def run(rules: int | None) -> ResearchLoop:
         r = protected_loop(base, rules=rules)
         run_both(r, "h1", (base, deeper), (base, deeper))
-        run_both(r, "h2", (base, merged), (base, merged))
+        r.propose("h2")
+        # A failed attempt citing h1's commit as its base: the bases the check reads from are
+        # the campaign's, not what any packet says it started from.
+        r.run("h2", "dev", None, status="failed", commits=(deeper, merged))
+        for split, values in (("dev", GOOD), ("heldout", HELDOUT)):
+            r.run("h2", split, values, commits=(base, merged))
+            r.judge("h2", split)
         return r
 
     old = run(10)

@@ -106,7 +106,8 @@ def borrowed(repo: Path, bases: Iterable[str], relied: Sequence[Cited], own: Seq
     before any ``own`` packet did (the hypothesis' and those of the hypotheses it refines or
     supersedes), and problems met reading git.
 
-    ``bases`` are the commits the packets start from: what they hold is nobody's change.
+    ``bases`` are the campaign's base (what it holds is nobody's change), never what a packet
+    says it started from.
     """
     g = _Git(repo, {})
     present = g.known([p.evaluated_commit for p in [*relied, *others]])

@@ -129,7 +129,7 @@ def _borrowed(view: LaneState, repo: Path, hypothesis_id: str, relied: list[str]
     evaluated first (:mod:`loopx.research.borrowed`)."""
     from loopx.research.borrowed import Cited, borrowed
     from loopx.research.grounding import lineage
-    from loopx.research.state import baseline_hypothesis
+    from loopx.research.state import baseline_hypothesis, campaign_base
 
     mine = set(lineage(view, hypothesis_id))
     packets = [p for p in view["packets"].values() if p.get("evaluated_commit")]
@@ -140,7 +140,12 @@ def _borrowed(view: LaneState, repo: Path, hypothesis_id: str, relied: list[str]
 
     others = [p for p in packets if p["hypothesis_id"] not in mine
               and p["hypothesis_id"] != baseline_hypothesis(view)]
-    bases = {p["base_commit"] for p in packets if p.get("base_commit")}
+    # The campaign's base, never what a packet says it started from: a failed packet citing
+    # another hypothesis' commit as its base would otherwise hide that commit.
+    fixed = campaign_base(view)
+    bases = ({fixed["base_commit"]} if fixed else
+             {view["packets"][p]["base_commit"] for p in relied
+              if view["packets"][p].get("base_commit")})
     found, reasons = borrowed(
         repo, bases, cited([view["packets"][p] for p in relied
                             if view["packets"][p].get("evaluated_commit")]),
