@@ -14,7 +14,7 @@ from lanes_support import campaign, own_packets_checked
 from loopx.governance.actions import decide_approval, pending_approvals
 from loopx.governance.contract import amend_contract
 from loopx.governance.state import current_contract
-from loopx.kernel.canonical import dumps
+from loopx.kernel.canonical import dumps, sha256_hex
 from loopx.kernel.errors import Forbidden, LoopxError, Refused, ResearchRefused
 from loopx.kernel.verify import verify_store
 from loopx.research.decisions import decide
@@ -197,6 +197,28 @@ def test_heldout_results_come_only_from_a_heldout_todo() -> None:
 
 
 # -- the held-out read budget --------------------------------------------------------------------
+
+def test_a_refusal_keeps_the_refused_payload_unless_private_or_too_large() -> None:
+    """The refusal takes the refused record's place, so it keeps the payload (what an attempt
+    measured is never lost), except a private record's or one too large to fit beside the
+    reason; the digest names it either way."""
+    from loopx.kernel.checks import Identity
+    from loopx.research.domain import KEPT_REQUEST_BYTES, refusal
+
+    who = Identity("ex", "research_executor", "research_executor")
+    small = {"hypothesis_id": "h1", "status": "scored", "notes": "x"}
+    large = {**small, "notes": "x" * (KEPT_REQUEST_BYTES + 1)}
+    for payload, visibility, kept in ((small, "public", True), (small, "private", False),
+                                      (large, "public", False)):
+        exc = ResearchRefused("other_base", "refused")
+        exc.request = {"schema_version": "auto_research_evidence_packet_v0",
+                       "visibility": visibility, "todo_id": "t1", "payload": payload}
+        _, out = refusal(who, exc)
+        assert out["request"] == (payload if kept else None)
+        assert out["request_sha256"] == sha256_hex(dumps(payload))
+    _, out = refusal(who, ResearchRefused("no_candidate", "refused"))
+    assert (out["request"], out["request_sha256"]) == (None, None)
+
 
 def test_a_second_heldout_read_is_refused_and_recorded() -> None:
     r = loop()
@@ -762,6 +784,11 @@ def test_every_scored_packet_starts_from_the_campaign_base(repo: Path) -> None:
             f"starts from base_commit {other}, but the campaign's experiments start from {base}")
         assert refused["payload"]["detail"] == {"base_commit": other, "campaign_base": base}
         assert refused["payload"]["cites"] == [fixing]
+        # What the refused attempt measured stays in the log, with the digest that names it.
+        kept = refused["payload"]["request"]
+        assert [x["value"] for x in kept["results"]] == GOOD
+        assert kept["evaluated_commit"] == other
+        assert refused["payload"]["request_sha256"] == sha256_hex(dumps(kept))
     r.run("h2", "dev", None, status="failed", commits=(moved, moved))  # kept: it counts
     r.run("h2", "dev", GOOD, commits=(base, change))
     assert [view(r)["packets"][p]["status"] for p in view(r)["hypotheses"]["h2"]["packets"]] == [

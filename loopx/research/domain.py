@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from loopx.kernel.kinds import KindSpec
 
 LONG_TEXT = 16384  # a refusal's reason is the error message, cut to the LongText limit
+# A refused payload is kept whole up to this size, so the refusal stays under the 64 KiB a
+# record may hold with its reason beside it.
+KEPT_REQUEST_BYTES = 32 * 1024
 
 
 def kinds() -> Sequence[KindSpec]:
@@ -75,12 +78,20 @@ def checks() -> dict[str, Any]:
 def refusal(who: Identity, exc: Exception) -> tuple[str, dict[str, Any]]:
     """The ``research_refusal_v0`` that takes a refused request's place in the log."""
     assert isinstance(exc, ResearchRefused)
+    from loopx.kernel.canonical import dumps, sha256_hex
+
     request = exc.request or {}
+    payload = request.get("payload")
+    encoded = dumps(payload) if isinstance(payload, dict) else None
+    kept = (encoded is not None and len(encoded) <= KEPT_REQUEST_BYTES
+            and request.get("visibility") != "private")
     return "research_refusal_v0", {
         "rule": exc.rule, "requested_kind": request.get("schema_version", "unknown"),
         "requested_action": action_of(request) if request else "unknown",
         "hypothesis_id": exc.hypothesis_id, "todo_id": request.get("todo_id"),
-        "reason": exc.message[:LONG_TEXT], "cites": exc.cites, "detail": exc.detail}
+        "reason": exc.message[:LONG_TEXT], "cites": exc.cites, "detail": exc.detail,
+        "request_sha256": None if encoded is None else sha256_hex(encoded),
+        "request": payload if kept else None}
 
 
 DOMAIN = Domain(

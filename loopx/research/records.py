@@ -16,6 +16,7 @@ from loopx.kernel.types import (
     LongText,
     Model,
     NonNegative,
+    Sha256,
     ShortText,
     Split,
 )
@@ -204,6 +205,12 @@ class ResearchRefusalV0(Model):
     reason: LongText
     cites: Annotated[list[Identifier], Field(max_length=64)] = []
     detail: dict[str, JsonValue] = {}
+    request_sha256: Sha256 | None = Field(
+        default=None, description="sha256 of the refused record's canonical payload")
+    request: dict[str, JsonValue] | None = Field(
+        default=None, description="the refused record's payload, so that what it measured is "
+                                  "never lost (absent when the record was private or its "
+                                  "payload over 32 KiB: the digest still names it)")
 
 
 RetireReason = Literal["contradicted", "duplicate", "operator_rejected", "retry_exhausted",
