@@ -93,7 +93,7 @@ from loopx.research.projections import row
 from loopx.research.state import campaign_base
 from loopx.research.stats import judge as welch
 from loopx.testing.research import ResearchLoop
-from loopx.work.claims import complete, release, should_run
+from loopx.work.claims import complete, should_run
 from loopx.work.todos import add_todos
 from loopx.workspace import bootstrap_log
 
@@ -219,7 +219,8 @@ class Campaign:
 
     def attempt(self, hypothesis_id: str, split: str, effect: float,
                 commits: tuple[str, str] | None = None) -> bool:
-        """One run: claim a todo, record a packet, complete it (or release it if refused)."""
+        """One run: claim a todo, record a packet, complete it (its result says when the packet
+        was refused: the todo is done, so no later claim hands it out again)."""
         try:
             under = self.claim(hypothesis_id, split)
         except Refused as exc:
@@ -229,7 +230,7 @@ class Campaign:
         if done:
             complete(self.ledger, self.agents["ex"], *under, {"status": "scored"})
         else:
-            release(self.ledger, self.agents["ex"], *under, "refused")
+            complete(self.ledger, self.agents["ex"], *under, {"status": "refused"})
         return done
 
     def judge(self, hypothesis_id: str, split: str) -> str | None:
@@ -318,7 +319,7 @@ class Campaign:
                 self.refused(exc)
                 return
             if not self.packet(hid, "dev", values, under):
-                release(self.ledger, self.agents["ex"], *under, "refused")
+                complete(self.ledger, self.agents["ex"], *under, {"status": "refused"})
                 return
             complete(self.ledger, self.agents["ex"], *under, {"status": "scored"})
             pooled += values
@@ -366,7 +367,7 @@ class Campaign:
             return
         values = self.values(effect)
         if not self.packet(hid, "heldout", values, under):
-            release(self.ledger, self.agents["ex"], *under, "refused")
+            complete(self.ledger, self.agents["ex"], *under, {"status": "refused"})
             return
         if self.behaviour == "optional-stopping":
             for _ in range(RETRY_ROUNDS - 1):
