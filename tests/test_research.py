@@ -1025,6 +1025,9 @@ def test_a_hypothesis_holding_another_ones_change_fails_the_gate(
     for split, values in (("dev", GOOD), ("heldout", HELDOUT)):
         r.run("h5", split, values, commits=(base, squashed))
         r.judge("h5", split)
+    # A packet citing a commit this repository does not hold holds no other gate up.
+    r.propose("h6")
+    r.run("h6", "dev", None, status="failed", commits=(base, "f" * 40))
     assert check_gate(r.ledger, r.agents["ev"], "h1", repo=repo)["passed"]
     packets = [p["packet_id"] for p in view(r)["packets"].values() if p["hypothesis_id"] == "h1"]
     first = view(r)["packets"][packets[0]]
