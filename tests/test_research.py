@@ -199,20 +199,24 @@ def test_heldout_results_come_only_from_a_heldout_todo() -> None:
 # -- the held-out read budget --------------------------------------------------------------------
 
 def test_a_refusal_keeps_the_refused_payload_unless_private_or_too_large() -> None:
-    """The refusal takes the refused record's place, so it keeps the payload (what an attempt
-    measured is never lost), except a private record's or one too large to fit beside the
-    reason; the digest names it either way."""
+    """The refusal takes a refused packet's place, so it keeps its payload (what an attempt
+    measured is never lost), except a private packet's or one too large to fit beside the
+    reason, and keeps no other kind's (a contract's would hold the held-out location the
+    refusal leaves out); the digest names it either way."""
     from loopx.kernel.checks import Identity
     from loopx.research.domain import KEPT_REQUEST_BYTES, refusal
 
     who = Identity("ex", "research_executor", "research_executor")
     small = {"hypothesis_id": "h1", "status": "scored", "notes": "x"}
     large = {**small, "notes": "x" * (KEPT_REQUEST_BYTES + 1)}
-    for payload, visibility, kept in ((small, "public", True), (small, "private", False),
-                                      (large, "public", False)):
+    packet = "auto_research_evidence_packet_v0"
+    for kind, payload, visibility, kept in ((packet, small, "public", True),
+                                            (packet, small, "private", False),
+                                            (packet, large, "public", False),
+                                            ("research_contract_v0", small, "public", False)):
         exc = ResearchRefused("other_base", "refused")
-        exc.request = {"schema_version": "auto_research_evidence_packet_v0",
-                       "visibility": visibility, "todo_id": "t1", "payload": payload}
+        exc.request = {"schema_version": kind, "visibility": visibility, "todo_id": "t1",
+                       "payload": payload}
         _, out = refusal(who, exc)
         assert out["request"] == (payload if kept else None)
         assert out["request_sha256"] == sha256_hex(dumps(payload))
@@ -1062,6 +1066,38 @@ def test_a_hypothesis_holding_another_ones_change_fails_the_gate(
     refinement = check_gate(r.ledger, r.agents["ev"], "h4", repo=repo)
     assert refinement["passed"], (refinement["reasons"], refinement["violations"])
     decide(r.ledger, r.agents["ev"], "h1", "promoted")
+
+
+def test_gate_check_on_the_command_line_names_whose_change_a_hypothesis_holds(
+        repo: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    from click.testing import CliRunner
+
+    from loopx.cli import cli
+    from loopx.kernel.checks import Credentials
+    from loopx.workspace import init_workspace
+
+    base = git(repo, "rev-parse", "HEAD")
+    wider = commit(worktree(repo, tmp_path_factory, "h1", base), "model.py", "width = 128\n",
+                   "wider")
+    taken = worktree(repo, tmp_path_factory, "h2", base)
+    git(taken, "merge", "-q", "--ff-only", "loopx/h1/1")
+    own = commit(taken, "notes.md", "h2's idea\n", "h2: its own idea")
+    workspace, owner = init_workspace(repo, "borrowed")
+    r = ResearchLoop(workspace.ledger(), Credentials("owner", owner))
+    r.contract({**CONTRACT, "protected_scope": ["eval/"], "base_commit": base,
+                "promotion_policy": {"required_gates": ["protected_boundary", "heldout"]}})
+    run_both(r, "h1", (base, wider), (base, wider))
+    run_both(r, "h2", (base, own), (base, own))
+    first = min((p for p in view(r)["packets"].values() if p["hypothesis_id"] == "h1"),
+                key=lambda p: p["seq"])
+    r.ledger.store.close()
+    env = {"LOOPX_TOKEN": r.agents["ev"].token or "", "LOOPX_AGENT_ID": "ev"}
+    out = CliRunner().invoke(cli, ["-C", str(repo), "gate", "check", "h2"], env=env)
+    assert out.exit_code == 0, out.stdout + out.stderr
+    assert "protected boundary of h2: FAILED" in out.stdout
+    assert (f"  model.py: added in {wider[:12]} (another hypothesis' change: the same commit, "
+            f"which hypothesis h1's packet {first['packet_id']} (seq {first['seq']}) evaluated "
+            "first)") in out.stdout
 
 
 def test_a_baseline_measured_invalid_is_no_comparator() -> None:

@@ -83,7 +83,10 @@ def refusal(who: Identity, exc: Exception) -> tuple[str, dict[str, Any]]:
     request = exc.request or {}
     payload = request.get("payload")
     encoded = dumps(payload) if isinstance(payload, dict) else None
-    kept = (encoded is not None and len(encoded) <= KEPT_REQUEST_BYTES
+    # Only a packet's: it holds what was measured. Other requests can hold what a rule keeps
+    # out of the log's public records (a refused contract's held-out location).
+    kept = (request.get("schema_version") == "auto_research_evidence_packet_v0"
+            and encoded is not None and len(encoded) <= KEPT_REQUEST_BYTES
             and request.get("visibility") != "private")
     return "research_refusal_v0", {
         "rule": exc.rule, "requested_kind": request.get("schema_version", "unknown"),

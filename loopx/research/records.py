@@ -208,9 +208,10 @@ class ResearchRefusalV0(Model):
     request_sha256: Sha256 | None = Field(
         default=None, description="sha256 of the refused record's canonical payload")
     request: dict[str, JsonValue] | None = Field(
-        default=None, description="the refused record's payload, so that what it measured is "
-                                  "never lost (absent when the record was private or its "
-                                  "payload over 32 KiB: the digest still names it)")
+        default=None, description="a refused evidence packet's payload, so that what it "
+                                  "measured is never lost (absent for other kinds, and when "
+                                  "the packet was private or over 32 KiB: the digest still "
+                                  "names it)")
 
 
 RetireReason = Literal["contradicted", "duplicate", "operator_rejected", "retry_exhausted",
