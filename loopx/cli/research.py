@@ -190,10 +190,11 @@ def gate() -> None:
     """Gates verified outside the log: the protected boundary, from git."""
 
 
-# How `gate check` names the rule a violation broke (the protected scope's needs no words).
+# How `gate check` names the rule a violation broke (the protected scope's needs no words);
+# a borrowed change also says whose it was.
 RULE_WORDS = {"outside_editable": " (outside the editable scope)",
               "unscreened": " (after the dev runs: held-out ran code no dev run screened)",
-              "borrowed": " (another hypothesis' change)"}
+              "borrowed": " (another hypothesis' change: {detail})"}
 
 
 @gate.command("check")
@@ -208,7 +209,8 @@ def gate_check(ctx: click.Context, hypothesis_id: str, agent_id: str, token_file
     out = run_tool(ctx, "gate.check", GateCheck(hypothesis_id), credentials(agent_id, token_file))
     lines = [f"protected boundary of {hypothesis_id}: {'passed' if out['passed'] else 'FAILED'} "
              f"({len(out['packets'])} packet(s), seq {out['seq']})"]
-    lines += [f"  {v['path']}: {v['change']} in {v['commit'][:12]}" + RULE_WORDS.get(v["rule"], "")
+    lines += [f"  {v['path']}: {v['change']} in {v['commit'][:12]}"
+              + RULE_WORDS.get(v["rule"], "").format(detail=v["detail"])
               for v in out["violations"]]
     lines += [f"  {r}" for r in out["reasons"] if not out["violations"]]
     emit(as_json, out, "\n".join(lines))
