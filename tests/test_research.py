@@ -941,29 +941,43 @@ def test_a_heldout_run_of_code_no_dev_run_screened_fails_the_gate(
     assert row(view(blind), "h1").gates["protected_boundary"].status == "pending"
 
 
-def test_gate_check_on_the_command_line_says_held_out_ran_unscreened_code(
-        repo: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
-    from click.testing import CliRunner
-
-    from loopx.cli import cli
+def workspace_loop(repo: Path, name: str, base: str) -> ResearchLoop:
+    """A campaign in a workspace at ``repo`` (so the CLI finds it), pinned to ``base``, with
+    both the protected boundary and the held-out gate required."""
     from loopx.kernel.checks import Credentials
     from loopx.workspace import init_workspace
 
-    base, tree, _ = smaller_model(repo, tmp_path_factory, "h1")
-    screened = commit(tree, "model.py", "width = 128\n", "wider")
-    tuned = commit(tree, "threshold.txt", "0.4137\n", "fit to the held-out data")
-    workspace, owner = init_workspace(repo, "screened")
+    workspace, owner = init_workspace(repo, name)
     r = ResearchLoop(workspace.ledger(), Credentials("owner", owner))
     r.contract({**CONTRACT, "protected_scope": ["eval/"], "base_commit": base,
                 "promotion_policy": {"required_gates": ["protected_boundary", "heldout"]}})
-    run_both(r, "h1", (base, screened), (base, tuned))
+    return r
+
+
+def gate_check_text(r: ResearchLoop, repo: Path, hypothesis_id: str) -> str:
+    """What `loopx gate check HYPOTHESIS` prints for the evaluator."""
+    from click.testing import CliRunner
+
+    from loopx.cli import cli
+
     r.ledger.store.close()
     env = {"LOOPX_TOKEN": r.agents["ev"].token or "", "LOOPX_AGENT_ID": "ev"}
-    out = CliRunner().invoke(cli, ["-C", str(repo), "gate", "check", "h1"], env=env)
+    out = CliRunner().invoke(cli, ["-C", str(repo), "gate", "check", hypothesis_id], env=env)
     assert out.exit_code == 0, out.stdout + out.stderr
-    assert "protected boundary of h1: FAILED (2 packet(s)" in out.stdout
+    return out.stdout
+
+
+def test_gate_check_on_the_command_line_says_held_out_ran_unscreened_code(
+        repo: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    base, tree, _ = smaller_model(repo, tmp_path_factory, "h1")
+    screened = commit(tree, "model.py", "width = 128\n", "wider")
+    tuned = commit(tree, "threshold.txt", "0.4137\n", "fit to the held-out data")
+    r = workspace_loop(repo, "screened", base)
+    run_both(r, "h1", (base, screened), (base, tuned))
+    text = gate_check_text(r, repo, "h1")
+    assert "protected boundary of h1: FAILED (2 packet(s)" in text
     assert (f"  threshold.txt: added in {tuned[:12]} (after the dev runs: held-out ran code no "
-            "dev run screened)") in out.stdout
+            "dev run screened)") in text
 
 
 def worktree(repo: Path, factory: pytest.TempPathFactory, hid: str, start: str) -> Path:
@@ -1070,34 +1084,22 @@ def test_a_hypothesis_holding_another_ones_change_fails_the_gate(
 
 def test_gate_check_on_the_command_line_names_whose_change_a_hypothesis_holds(
         repo: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
-    from click.testing import CliRunner
-
-    from loopx.cli import cli
-    from loopx.kernel.checks import Credentials
-    from loopx.workspace import init_workspace
-
     base = git(repo, "rev-parse", "HEAD")
     wider = commit(worktree(repo, tmp_path_factory, "h1", base), "model.py", "width = 128\n",
                    "wider")
     taken = worktree(repo, tmp_path_factory, "h2", base)
     git(taken, "merge", "-q", "--ff-only", "loopx/h1/1")
     own = commit(taken, "notes.md", "h2's idea\n", "h2: its own idea")
-    workspace, owner = init_workspace(repo, "borrowed")
-    r = ResearchLoop(workspace.ledger(), Credentials("owner", owner))
-    r.contract({**CONTRACT, "protected_scope": ["eval/"], "base_commit": base,
-                "promotion_policy": {"required_gates": ["protected_boundary", "heldout"]}})
+    r = workspace_loop(repo, "borrowed", base)
     run_both(r, "h1", (base, wider), (base, wider))
     run_both(r, "h2", (base, own), (base, own))
     first = min((p for p in view(r)["packets"].values() if p["hypothesis_id"] == "h1"),
                 key=lambda p: p["seq"])
-    r.ledger.store.close()
-    env = {"LOOPX_TOKEN": r.agents["ev"].token or "", "LOOPX_AGENT_ID": "ev"}
-    out = CliRunner().invoke(cli, ["-C", str(repo), "gate", "check", "h2"], env=env)
-    assert out.exit_code == 0, out.stdout + out.stderr
-    assert "protected boundary of h2: FAILED" in out.stdout
+    text = gate_check_text(r, repo, "h2")
+    assert "protected boundary of h2: FAILED" in text
     assert (f"  model.py: added in {wider[:12]} (another hypothesis' change: the same commit, "
             f"which hypothesis h1's packet {first['packet_id']} (seq {first['seq']}) evaluated "
-            "first)") in out.stdout
+            "first)") in text
 
 
 def test_a_baseline_measured_invalid_is_no_comparator() -> None:

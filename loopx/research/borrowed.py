@@ -6,8 +6,9 @@ executor that merges another hypothesis' branch (or cherry-picks its commits, or
 branch into one commit) measures that hypothesis' effect as well, and a null idea is promoted on
 another's lift. The protected boundary gate therefore also checks, from git, that no commit the
 evaluated code holds is one, or the same change (``git patch-id``) as one or as the whole of
-the evaluated change, that another hypothesis' packet evaluated first, in log order. A hypothesis may build on those it refines or supersedes: its claim is
-theirs plus its own. A violation has rule ``borrowed``.
+one's change from the base, that another hypothesis' packet evaluated first, in log order. A
+hypothesis may build on those it refines or supersedes: its claim is theirs plus its own. A
+violation has rule ``borrowed``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from loopx.research.git_read import diff_tree, git_failed, run_git
+from loopx.research.git_read import GitRun, diff_tree, git_failed, run_git
 from loopx.research.protected_history import CHANGE_NAMES, Violation
 
 BORROWED = "borrowed"
@@ -57,12 +58,7 @@ class _Git:
         log = run_git(self.repo, "log", "-p", "--binary", "--full-index", "--no-merges",
                       "--no-color", "--no-ext-diff", "--no-textconv", "--format=commit %H",
                       *sorted(heads), *(f"^{b}" for b in sorted(bases)), "--")
-        if log.returncode != 0:
-            return {}, [git_failed(log, "listing the commits of evaluated code")]
-        ids = run_git(self.repo, "patch-id", "--stable", input=log.out)
-        if ids.returncode != 0:
-            return {}, [git_failed(ids, "computing the patch ids of evaluated code")]
-        return _patch_ids(ids.out), []
+        return self._patch_ids(log, "listing the commits of evaluated code")
 
     def whole(self, packets: Sequence[Cited]) -> tuple[dict[str, str], list[str]]:
         """The patch id of each packet's whole change, base to evaluated commit (what a squash
@@ -74,12 +70,17 @@ class _Git:
         diff = run_git(self.repo, "diff-tree", "--stdin", "-r", "-p", "--binary", "--full-index",
                        "--no-color", "--no-ext-diff", "--no-textconv",
                        input="".join(f"{e} {b}\n" for e, b in pairs).encode())
-        if diff.returncode != 0:
-            return {}, [git_failed(diff, "diffing evaluated code against its base")]
-        ids = run_git(self.repo, "patch-id", "--stable", input=diff.out)
+        return self._patch_ids(diff, "diffing evaluated code against its base")
+
+    def _patch_ids(self, patches: GitRun, what: str) -> tuple[dict[str, str], list[str]]:
+        """Each patch's id (``git patch-id --stable``) by the commit that heads it."""
+        if patches.returncode != 0:
+            return {}, [git_failed(patches, what)]
+        ids = run_git(self.repo, "patch-id", "--stable", input=patches.out)
         if ids.returncode != 0:
             return {}, [git_failed(ids, "computing the patch ids of evaluated code")]
-        return _patch_ids(ids.out), []
+        pairs = (line.split() for line in ids.out.decode().splitlines())
+        return {commit: patch for patch, commit in pairs}, []
 
     def holds(self, commit: str, evaluated: str) -> bool:
         """Whether ``evaluated`` holds ``commit`` (is it or descends from it)."""
@@ -93,11 +94,6 @@ class _Git:
         """The packet earliest in the log whose evaluated code holds ``commit``."""
         return next((p for p in sorted(packets, key=lambda p: p.seq)
                      if self.holds(commit, p.evaluated_commit)), None)
-
-
-def _patch_ids(out: bytes) -> dict[str, str]:
-    pairs = (line.split() for line in out.decode().splitlines())
-    return {commit: patch for patch, commit in pairs}
 
 
 def borrowed(repo: Path, bases: Iterable[str], relied: Sequence[Cited], own: Sequence[Cited],

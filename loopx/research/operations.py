@@ -110,6 +110,13 @@ def audit_novelty(ledger: Ledger, creds: Credentials, hypothesis_id: str, verdic
             "refs": record["payload"]["refs"]}
 
 
+def _add(result: dict[str, Any], found: list[Any], reasons: list[str]) -> None:
+    """Add a git check's violations and reasons to the gate's ``result``: either fails it."""
+    result["violations"] += [asdict(v) for v in found]
+    result["reasons"] += reasons
+    result["passed"] = result["passed"] and not found and not reasons
+
+
 def _screened(view: LaneState, repo: Path, relied: list[str], result: dict[str, Any]) -> None:
     """Add to ``result`` where a held-out packet evaluated code no dev run it rests on did
     (:mod:`loopx.research.screened`)."""
@@ -118,9 +125,7 @@ def _screened(view: LaneState, repo: Path, relied: list[str], result: dict[str, 
     packets = sorted((view["packets"][p] for p in relied), key=lambda p: p["seq"])
     found, reasons = unscreened(repo, [p for p in packets if p["heldout"]],
                                 [p for p in packets if not p["heldout"]])
-    result["violations"] += [asdict(v) for v in found]
-    result["reasons"] += reasons
-    result["passed"] = result["passed"] and not found and not reasons
+    _add(result, found, reasons)
 
 
 def _borrowed(view: LaneState, repo: Path, hypothesis_id: str, relied: list[str],
@@ -138,8 +143,8 @@ def _borrowed(view: LaneState, repo: Path, hypothesis_id: str, relied: list[str]
         return [Cited(p["packet_id"], p["hypothesis_id"], p["seq"], p["evaluated_commit"],
                       p.get("base_commit")) for p in ps]
 
-    others = [p for p in packets if p["hypothesis_id"] not in mine
-              and p["hypothesis_id"] != baseline_hypothesis(view)]
+    baseline = baseline_hypothesis(view)
+    others = [p for p in packets if p["hypothesis_id"] not in {*mine, baseline}]
     # The campaign's base, never what a packet says it started from: a failed packet citing
     # another hypothesis' commit as its base would otherwise hide that commit.
     fixed = campaign_base(view)
@@ -150,9 +155,7 @@ def _borrowed(view: LaneState, repo: Path, hypothesis_id: str, relied: list[str]
         repo, bases, cited([view["packets"][p] for p in relied
                             if view["packets"][p].get("evaluated_commit")]),
         cited([p for p in packets if p["hypothesis_id"] in mine]), cited(others))
-    result["violations"] += [asdict(v) for v in found]
-    result["reasons"] += reasons
-    result["passed"] = result["passed"] and not found and not reasons
+    _add(result, found, reasons)
 
 
 def check_gate(ledger: Ledger, creds: Credentials, hypothesis_id: str, *,
