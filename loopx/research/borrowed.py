@@ -14,10 +14,10 @@ violation has rule ``borrowed``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from loopx.research.git_read import GitRun, diff_tree, git_failed, run_git
+from loopx.research.git_read import GitRun, diff_tree, git_failed, resolve, run_git
 from loopx.research.protected_history import CHANGE_NAMES, Violation
 
 BORROWED = "borrowed"
@@ -39,17 +39,7 @@ class _Git:
     """The repository, with the ancestry answers already asked."""
 
     repo: Path
-    _ancestry: dict[tuple[str, str], bool]
-
-    def known(self, commits: Iterable[str]) -> set[str]:
-        """Those of ``commits`` that are commits of this repository."""
-        wanted = sorted(set(commits))
-        if not wanted:
-            return set()
-        run = run_git(self.repo, "cat-file", "--batch-check=%(objecttype)",
-                      input="".join(f"{c}^{{commit}}\n" for c in wanted).encode())
-        kinds = run.out.decode().splitlines() if run.returncode == 0 else []
-        return {c for c, kind in zip(wanted, kinds, strict=False) if kind == "commit"}
+    _ancestry: dict[tuple[str, str], bool] = field(default_factory=dict)
 
     def changes(self, heads: set[str], bases: set[str]) -> tuple[dict[str, str], list[str]]:
         """The patch id of each commit with a change that ``heads`` reach and no base does."""
@@ -105,9 +95,12 @@ def borrowed(repo: Path, bases: Iterable[str], relied: Sequence[Cited], own: Seq
     ``bases`` are the campaign's base (what it holds is nobody's change), never what a packet
     says it started from.
     """
-    g = _Git(repo, {})
-    present = g.known([p.evaluated_commit for p in [*relied, *others]])
-    base_set = g.known(bases)
+    g = _Git(repo)
+    base_names = set(bases)
+    named = {*base_names, *(p.evaluated_commit for p in [*relied, *others])}
+    commits = resolve(repo, [f"{c}^{{commit}}" for c in named])  # one git process for all
+    present = {c for c in named if f"{c}^{{commit}}" in commits}
+    base_set = base_names & present
     heads = {p.evaluated_commit for p in relied if p.evaluated_commit in present} - base_set
     theirs = [p for p in others if p.evaluated_commit in present]
     if not heads or not theirs:

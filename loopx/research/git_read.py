@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 _GIT_TIMEOUT = 300.0
+_OBJECT_TYPES = frozenset({"commit", "tree", "blob", "tag"})
 # Variables that would point git at another repository, object store or history than `repo`'s.
 _REDIRECTING_ENV = frozenset({
     "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
@@ -54,6 +55,20 @@ def run_git(repo: Path, *args: str, input: bytes | None = None) -> GitRun:
     except OSError as exc:
         return GitRun(None, b"", f"git {args[0]} could not be run: {exc}")
     return GitRun(proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace").strip())
+
+
+def resolve(repo: Path, names: Iterable[str]) -> dict[str, str]:
+    """The object id each of ``names`` (revision expressions such as ``SHA^{tree}``) resolves
+    to in ``repo``, in one git process; a name that resolves to nothing is left out."""
+    wanted = sorted(set(names))
+    if not wanted:
+        return {}
+    run = run_git(repo, "cat-file", "--batch-check=%(objecttype) %(objectname)",
+                  input="".join(f"{name}\n" for name in wanted).encode())
+    lines = run.out.decode().splitlines() if run.returncode == 0 else []
+    found = (line.split(" ") for line in lines)
+    return {name: parts[1] for name, parts in zip(wanted, found, strict=False)
+            if len(parts) == 2 and parts[0] in _OBJECT_TYPES}
 
 
 def git_failed(run: GitRun, what: str) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from loopx.research.git_read import diff_tree, run_git
+from loopx.research.git_read import diff_tree, resolve
 from loopx.research.protected_history import CHANGE_NAMES, Violation
 
 UNSCREENED = "unscreened"
@@ -29,14 +29,14 @@ def unscreened(repo: Path, heldout: Sequence[dict[str, Any]],
     ``{"packet_id", "evaluated_commit"}``, dev ones oldest first; a packet without an
     evaluated commit is left to the range check, which reports it."""
     screened = [p["evaluated_commit"] for p in dev if p.get("evaluated_commit")]
+    held_commits = [p["evaluated_commit"] for p in heldout if p.get("evaluated_commit")]
+    if not held_commits:
+        return [], []
     violations: list[Violation] = []
     reasons: list[str] = []
-
-    def tree(commit: str) -> str | None:
-        run = run_git(repo, "rev-parse", "--verify", "--quiet", f"{commit}^{{tree}}")
-        return run.out.decode().strip() if run.returncode == 0 else None
-
-    dev_trees: set[str | None] | None = None  # read once, when a held-out packet needs them
+    # Every tree in one git process: a commit that is none here is left to the range check.
+    trees = resolve(repo, [f"{c}^{{tree}}" for c in [*screened, *held_commits]])
+    dev_trees = {trees.get(f"{c}^{{tree}}") for c in screened}
     for packet in heldout:
         evaluated = packet.get("evaluated_commit")
         if not evaluated:
@@ -46,11 +46,9 @@ def unscreened(repo: Path, heldout: Sequence[dict[str, Any]],
             reasons.append(f"{label}: no dev packet its judgements rest on cites an evaluated "
                            "commit, so nothing shows the dev runs screened its code")
             continue
-        held = tree(evaluated)
+        held = trees.get(f"{evaluated}^{{tree}}")
         if held is None:
             continue  # not a commit here: the range check names it
-        if dev_trees is None:
-            dev_trees = {tree(c) for c in screened}
         if held in dev_trees:
             continue
         latest = screened[-1]
