@@ -187,7 +187,8 @@ def novelty_audit(ctx: click.Context, hypothesis_id: str, verdict: str, refs: tu
 
 @cli.group()
 def gate() -> None:
-    """Gates verified outside the log: the protected boundary, from git."""
+    """Gates verified outside the log: the protected boundary, from git; the held-out packets,
+    re-run."""
 
 
 # How `gate check` names the rule a violation broke (the protected scope's needs no words);
@@ -213,6 +214,32 @@ def gate_check(ctx: click.Context, hypothesis_id: str, agent_id: str, token_file
               + RULE_WORDS.get(v["rule"], "").format(detail=v["detail"])
               for v in out["violations"]]
     lines += [f"  {r}" for r in out["reasons"] if not out["violations"]]
+    emit(as_json, out, "\n".join(lines))
+
+
+@gate.command("reproduce", context_settings={"ignore_unknown_options": True})
+@click.argument("hypothesis_id", metavar="HYPOTHESIS")
+@click.option("--timeout", type=click.FloatRange(min=0.001), default=3600.0, show_default=True,
+              help="Seconds one re-run may take before it is stopped (the packet is then "
+                   "not re-run).")
+@with_agent
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD...")
+def gate_reproduce(ctx: click.Context, hypothesis_id: str, timeout: float, agent_id: str,
+                   token_file: Path | None, as_json: bool, command: tuple[str, ...]) -> None:
+    """Re-run each held-out packet the hypothesis' final held-out judgement rests on or compared
+    it with, from the commit it cites, with CMD in a fresh worktree (the request on stdin, no
+    loopx variables or token); compare the values with the recorded ones and record the result
+    (evaluator)."""
+    from loopx.tools.research import GateReproduce
+
+    out = run_tool(ctx, "gate.reproduce", GateReproduce(hypothesis_id, list(command), timeout),
+                   credentials(agent_id, token_file))
+    verdict = ("passed" if out["passed"] else "FAILED" if any(
+        r["outcome"] == "differs" for r in out["reproductions"]) else "not verified")
+    lines = [f"reproduced gate of {hypothesis_id}: {verdict} ({len(out['reproductions'])} "
+             f"packet(s), tolerance {out['tolerance']:g}, seq {out['seq']})"]
+    lines += [f"  {r['packet_id']}: {r['outcome'].replace('_', ' ')}"
+              + (f": {r['detail']}" if r["detail"] else "") for r in out["reproductions"]]
     emit(as_json, out, "\n".join(lines))
 
 

@@ -102,8 +102,10 @@ def curator(claim: dict[str, Any]) -> dict[str, Any]:
                        "heldout": {"name": "heldout", "location": heldout},
                        "heldout_read_budget": 1},
         # Without git nothing could verify the boundary: the gate would block every promotion.
-        "promotion_policy": {"required_gates": ["protected_boundary", "heldout"] if git
-                             else ["heldout"]},
+        # Every held-out packet a promotion rests on is re-run from its commit (the reproduced
+        # gate), so a typed-in value never promotes.
+        "promotion_policy": {"required_gates": ["protected_boundary", "heldout", "reproduced"]
+                             if git else ["heldout"]},
         "stop_policy": {"max_iterations": s["iterations"]},
         "budget": {"max_cpu_hours": 1.0},
     }
@@ -191,8 +193,7 @@ def evaluator(claim: dict[str, Any]) -> dict[str, Any]:
     hypothesis_id = claim["hypothesis_id"]
     action = os.environ.get("LOOPX_ACTION", "judge_evidence")
     if action == "review_gate":
-        return {"calls": [{"tool": "gate.check", "args": {"hypothesis_id": hypothesis_id}}],
-                "result": {"gate": "protected_boundary"}}
+        return _review(hypothesis_id)
     if action == "decide":
         return _decide(hypothesis_id)
     from loopx.research.evidence import judgement_payload
@@ -203,6 +204,22 @@ def evaluator(claim: dict[str, Any]) -> dict[str, Any]:
     return {"calls": [{"tool": "evidence.judge",
                        "args": {"hypothesis_id": hypothesis_id, "split": split}}],
             "result": {"split": split, "verdict": verdict}}
+
+
+def _review(hypothesis_id: str) -> dict[str, Any]:
+    """Check the protected boundary from git, and re-run the held-out packets (the demo's own
+    re-run command, :mod:`loopx.demo.rerun`), whichever the contract requires and is pending."""
+    from loopx.research.gates import gates
+
+    _, view = workspace_view()
+    pending = [name for name, gate in gates(view, view["hypotheses"][hypothesis_id]).items()
+               if name in ("protected_boundary", "reproduced") and gate.required
+               and gate.status == "pending"]
+    calls = [{"tool": "gate.check", "args": {"hypothesis_id": hypothesis_id}}
+             if name == "protected_boundary" else
+             {"tool": "gate.reproduce", "args": {"hypothesis_id": hypothesis_id, "command": [
+                 sys.executable, "-m", "loopx.demo.rerun"]}} for name in pending]
+    return {"calls": calls, "result": {"gates": pending}}
 
 
 def _decide(hypothesis_id: str) -> dict[str, Any]:

@@ -232,6 +232,10 @@ def describe(record: dict[str, Any]) -> str | None:
         return f"{who} ran {p['hypothesis_id']} on {split}: {p['status']} {values}"
     if kind == "research_evidence_event_v0":
         return f"{who} judged {p['hypothesis_id']} on {p['split']}: {p['verdict']}"
+    if kind == "gate_result_v0" and p["gate"] == "reproduced":
+        outcomes = [r["outcome"].replace("_", " ") for r in p["reproductions"]]
+        return (f"{who} re-ran the held-out packets of {p['hypothesis_id']} from their commits: "
+                f"{'passed' if p['passed'] else 'NOT PASSED'} ({', '.join(outcomes)})")
     if kind == "gate_result_v0":
         return (f"{who} checked the protected boundary of {p['hypothesis_id']} from git: "
                 f"{'passed' if p['passed'] else 'FAILED'}")

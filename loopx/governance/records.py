@@ -98,12 +98,17 @@ class PromotionPolicy(Model):
     alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05
     require_heldout: bool = True
     required_gates: list[
-        Literal["protected_boundary", "heldout", "novelty", "owner", "first_screen"]
+        Literal["protected_boundary", "heldout", "novelty", "owner", "first_screen",
+                "reproduced"]
     ] = ["protected_boundary", "heldout"]
     max_attempts: Annotated[int, Field(ge=1)] = Field(
         default=3, description="dev attempts per hypothesis and plan version, scored or failed")
     require_owner_approval: bool = False
     campaign_control: CampaignControl = CampaignControl()
+    reproduce_tolerance: NonNegative = Field(
+        default=0.0, description="the reproduced gate: the largest difference between a value a "
+                                 "held-out packet recorded and the value a re-run of its commit "
+                                 "gives that still counts as reproduced")
 
 
 class Budget(Model):

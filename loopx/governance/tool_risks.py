@@ -38,6 +38,7 @@ TOOL_RISKS: dict[str, RiskClass] = {
     "finding.list": "read",
     "frontier.show": "read",
     "gate.check": "write",
+    "gate.reproduce": "compute",
     "graph.export": "read",
     "grounding.add": "write",
     "grounding.list": "read",

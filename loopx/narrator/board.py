@@ -36,7 +36,8 @@ COMPLETION_WORDS = {
 ACTION_WORDS = {
     "run_dev_eval": "run it on dev", "run_holdout_eval": "run it on held-out data",
     "retry_attempt": "another dev attempt", "judge_evidence": "judge its evidence",
-    "audit_novelty": "audit its novelty", "review_gate": "check the protected boundary",
+    "audit_novelty": "audit its novelty",
+    "review_gate": "check its gates (the protected boundary; a re-run)",
     "decide": "decide: promote or retire it", "approve": "approve or reject the promotion",
     "add_todo": "give it a todo", "propose_hypothesis": "propose",
     "refine_hypothesis": "refine it",

@@ -24,6 +24,8 @@ STATE_WORDS = {
     "baseline": "the campaign's measured baseline: run on each split, never judged or promoted",
     # Not a frontier state: the frontier shows a failed guardrail as "contradicted".
     "guardrail_failed": "its evaluated commits touched protected files, to be retired",
+    "unreproduced": "a re-run of its evaluated commit did not give the held-out values it "
+                    "recorded, to be retired",
     "invalid_result": "its result was measured invalid (it violates a constraint), to be retired",
 }
 RETIRE_WORDS = {
@@ -33,7 +35,8 @@ RETIRE_WORDS = {
     "operator_rejected": "the owner rejected its promotion",
     "retry_exhausted": "its attempts ran out",
     "superseded": "a later hypothesis superseded it",
-    "guardrail_failed": "its evaluated commits touched protected files",
+    "guardrail_failed": "a guardrail failed: its evaluated commits touched protected files, or a "
+                        "re-run of them did not give its recorded held-out values",
     "invalid_result": "its result was invalid (it violates a constraint), whatever it scored",
 }
 ASSUMED = "a number typed into the contract, not measured"

@@ -107,6 +107,11 @@ def check_guardrails_kept(before: dict[str, Any], after: dict[str, Any], since: 
         loosened("promotion_policy.required_gates", old_policy.get("required_gates"),
                  new_policy.get("required_gates"),
                  f"drops the required gate{'s' if len(gates) > 1 else ''} {', '.join(gates)}")
+    old_tolerance = old_policy.get("reproduce_tolerance", 0.0)
+    if new_policy.get("reproduce_tolerance", 0.0) > old_tolerance:
+        loosened("promotion_policy.reproduce_tolerance", old_tolerance,
+                 new_policy.get("reproduce_tolerance"),
+                 f"widens the reproduce tolerance from {old_tolerance:g}")
     if old_policy.get("require_owner_approval") and not new_policy.get("require_owner_approval"):
         loosened("promotion_policy.require_owner_approval", True, False,
                  "no longer requires the owner's approval")

@@ -53,12 +53,13 @@ def _heldout_verdict(view: View, entry: dict[str, Any]) -> str | None:
     return None if final is None else str(final["verdict"])
 
 
-def _boundary_pending(view: View, todo_id: str, todo: dict[str, Any],
-                      entry: dict[str, Any]) -> bool:
-    from loopx.research.gates import gates
+def _pending(*names: str) -> Fact:
+    def fact(view: View, todo_id: str, todo: dict[str, Any], entry: dict[str, Any]) -> bool:
+        from loopx.research.gates import gates
 
-    boundary = gates(view, entry)["protected_boundary"]
-    return boundary.required and boundary.status == "pending"
+        rows = gates(view, entry)
+        return any(rows[name].required and rows[name].status == "pending" for name in names)
+    return fact
 
 
 def _candidate(kinds: tuple[str, ...]) -> Fact:
@@ -98,7 +99,11 @@ FACTS: dict[str, tuple[str, Fact]] = {
         lambda view, todo_id, todo, entry: _heldout_verdict(view, entry) == "supports"),
     "boundary_pending": (
         "the protected-boundary gate is required and pending: no gate result from git covers "
-        "the evidence yet", _boundary_pending),
+        "the evidence yet", _pending("protected_boundary")),
+    "review_pending": (
+        "a gate the evaluator checks outside the log is required and pending: the protected "
+        "boundary (no gate result from git covers the evidence yet) or the reproduced gate (no "
+        "re-run covers the held-out packets yet)", _pending("protected_boundary", "reproduced")),
     "promotion_candidate": (
         "`loopx candidates` lists the hypothesis for promotion", _candidate(("promotion",))),
     "retirement_candidate": (

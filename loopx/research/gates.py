@@ -3,6 +3,7 @@ required, with its reasons and the records it rests on. A pure function of the c
 
 The held-out gate is always required (dev-only lift never promotes) and reads the final
 held-out judgement, whose verdict the campaign-level control decided (:mod:`loopx.research.control`).
+The protected boundary and the reproduced gate read the last result their tool recorded.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from loopx.research.plan import plan_version
 from loopx.research.state import counts, scored_result
 
 View = dict[str, Any]
-GATES = ("protected_boundary", "heldout", "novelty", "owner", "first_screen")
+GATES = ("protected_boundary", "heldout", "reproduced", "novelty", "owner", "first_screen")
 # How the protected boundary check names a packet of the measured baseline in its reasons.
 BASELINE_PACKET = "the measured baseline's packet"
 
@@ -156,6 +157,7 @@ def gates(view: View, entry: dict[str, Any]) -> dict[str, Gate]:
             out["protected_boundary"] = Gate("protected_boundary", True, "passed",
                                              rests_on=[boundary["record_id"]])
 
+    out["reproduced"] = _reproduced(entry, final, "reproduced" in required)
     out["novelty"] = _novelty(view, entry, entry["claims_novelty"] or "novelty" in required)
 
     decision = live_decision(view, entry)
@@ -187,6 +189,32 @@ def gates(view: View, entry: dict[str, Any]) -> dict[str, Gate]:
             out["first_screen"] = Gate("first_screen", True, "pending", [
                 f"no approved first-screen preview since revision {entry['revision']}"])
     return {name: out[name] for name in GATES}
+
+
+def _reproduced(entry: dict[str, Any], final: dict[str, Any] | None, required: bool) -> Gate:
+    """The last re-run of the held-out packets decides: a value further from the recorded one
+    than the contract allows fails the gate; a re-run that could not be made proves nothing,
+    so the gate stays pending."""
+    if not required:
+        return Gate("reproduced", False, "not_required")
+    last = entry["reproduction"]
+    if final is None:
+        return Gate("reproduced", True, "pending", ["no final held-out judgement to re-run yet"])
+    if last is None:
+        return Gate("reproduced", True, "pending",
+                    ["the held-out packets were not re-run yet (`loopx gate reproduce`)"])
+    if last["differs"]:
+        return Gate("reproduced", True, "failed", list(last["differs"]), [last["record_id"]])
+    if not last["passed"]:
+        return Gate("reproduced", True, "pending",
+                    ["could not be re-run: " + "; ".join(last["reasons"])], [last["record_id"]])
+    missing = [p for p in dict.fromkeys([*final["packet_ids"], *final["baseline_packet_ids"]])
+               if p not in last["packets"]]
+    if missing:
+        return Gate("reproduced", True, "pending",
+                    [f"packets not covered by the last re-run: {', '.join(missing)}"],
+                    [last["record_id"]])
+    return Gate("reproduced", True, "passed", rests_on=[last["record_id"]])
 
 
 def _novelty(view: View, entry: dict[str, Any], required: bool) -> Gate:

@@ -1,5 +1,6 @@
 """Research operations: propose a hypothesis, record an evidence packet, judge evidence, audit
-novelty and check the protected boundary. Decisions live in :mod:`loopx.research.decisions`.
+novelty, check the protected boundary and re-run held-out packets. Decisions live in
+:mod:`loopx.research.decisions`.
 
 Each goes through the one checked write path; the judgement and the gate result are computed
 by loopx (from the packets, and from git), never typed in by an agent.
@@ -12,7 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loopx.governance.state import current_contract
-from loopx.kernel.errors import FieldProblem, NotFound, RecordRejected, Refused
+from loopx.kernel.errors import (
+    FieldProblem,
+    NotFound,
+    RecordRejected,
+    Refused,
+    UsageProblem,
+)
 from loopx.kernel.ledger import draft
 from loopx.research.fingerprint import fingerprint
 
@@ -211,11 +218,82 @@ def check_gate(ledger: Ledger, creds: Credentials, hypothesis_id: str, *,
                               for v in result["violations"][:256]],
                "reasons": [r[:500] for r in result["reasons"][:64]]}
 
-    def plan(view: LaneState, who: Identity, now: str) -> list[Record]:
-        return ledger.prepare(draft(payload, kind="gate_result_v0"), who, by_loopx=True)
-
-    [record] = ledger.write(creds, plan)
+    record = _record_gate(ledger, creds, payload)
     return {"gate_id": record["record_id"], "seq": record["seq"], "hypothesis_id": hypothesis_id,
             "gate": "protected_boundary", "passed": payload["passed"],
             "revision": payload["revision"], "packets": [p["packet_id"] for p in packets],
             "violations": payload["violations"], "reasons": payload["reasons"]}
+
+
+def _record_gate(ledger: Ledger, creds: Credentials, payload: dict[str, Any]) -> Record:
+    """Write a gate result loopx computed (refused if the hypothesis moved meanwhile)."""
+    def plan(view: LaneState, who: Identity, now: str) -> list[Record]:
+        return ledger.prepare(draft(payload, kind="gate_result_v0"), who, by_loopx=True)
+
+    [record] = ledger.write(creds, plan)
+    return record
+
+
+def reproduce_gate(ledger: Ledger, creds: Credentials, hypothesis_id: str, *,
+                   repo: Path | None, command: list[str], timeout: float) -> dict[str, Any]:
+    """Re-run every held-out packet the hypothesis' final held-out judgement rests on or
+    compared it with, each from the commit it cites, with the evaluator's ``command``; compare
+    the values with those recorded (within the contract's ``reproduce_tolerance``) and record
+    the result (``gate_result_v0``, gate ``reproduced``).
+
+    The re-runs happen before the lock, on the hypothesis as it stands; the write is refused if
+    the hypothesis changed meanwhile (run it again).
+
+    Raises:
+        NotFound: no such hypothesis; Refused: no contract, no final held-out judgement yet,
+        or the hypothesis changed during the re-runs; UsageProblem: an empty command.
+    """
+    from loopx.research.gates import final_heldout
+    from loopx.research.reproduce import NOT_RUN, REPRODUCED, Rerun, recorded, rerun
+
+    if not command:
+        raise UsageProblem("the re-run needs a command (`loopx gate reproduce HYP -- CMD...`)")
+    if not timeout > 0:
+        raise UsageProblem(f"the re-run's timeout must be positive seconds, not {timeout!r}")
+    view = ledger.state()["lanes"]
+    entry = view["hypotheses"].get(hypothesis_id)
+    if entry is None:
+        raise NotFound(f"there is no hypothesis {hypothesis_id!r}")
+    contract = current_contract(view)
+    if contract is None:
+        raise Refused("there is no contract: the metric and the held-out split come from it")
+    final = final_heldout(view, entry)
+    if final is None:
+        raise Refused(f"hypothesis {hypothesis_id!r} has no final held-out judgement yet: "
+                      "there is no held-out packet to re-run",
+                      hint="judge its held-out packets first (`loopx evidence judge "
+                           f"{hypothesis_id} --split heldout`)")
+    tolerance = float(contract["promotion_policy"].get("reproduce_tolerance", 0.0))
+    metric = contract["metric"]["name"]
+    location = (contract["evaluation"].get("heldout") or {}).get("location")
+    reruns: list[Rerun] = []
+    for pid in dict.fromkeys([*final["packet_ids"], *final["baseline_packet_ids"]]):
+        packet = view["packets"][pid]
+        values = recorded(packet, metric)
+        request = {"packet_id": pid, "hypothesis_id": packet["hypothesis_id"],
+                   "split": "heldout", "location": location, "metric": metric,
+                   "seeds": sorted({seed for seed, _ in values}),
+                   "evaluated_commit": packet["evaluated_commit"]}
+        if repo is None:
+            reruns.append(Rerun(pid, packet["evaluated_commit"], NOT_RUN, detail=(
+                "the workspace is not in a git repository: no commit can be checked out")))
+        else:
+            reruns.append(rerun(repo, command, request, values, tolerance, timeout))
+    passed = all(r.outcome == REPRODUCED for r in reruns)
+    payload = {"hypothesis_id": hypothesis_id, "gate": "reproduced", "passed": passed,
+               "revision": entry["revision"], "tolerance": tolerance,
+               "packets": [{"packet_id": r.packet_id, "evaluated_commit": r.evaluated_commit}
+                           for r in reruns],
+               "reproductions": [r.to_json() for r in reruns],
+               "reasons": [f"packet {r.packet_id}: {r.detail}"[:500]
+                           for r in reruns if r.outcome != REPRODUCED][:64]}
+    record = _record_gate(ledger, creds, payload)
+    return {"gate_id": record["record_id"], "seq": record["seq"], "hypothesis_id": hypothesis_id,
+            "gate": "reproduced", "passed": passed, "revision": payload["revision"],
+            "tolerance": tolerance, "reproductions": payload["reproductions"],
+            "reasons": payload["reasons"]}

@@ -153,9 +153,11 @@ def _retirements(view: View, entry: dict[str, Any], gate_rows: dict[str, Gate]
     if worse:
         out["contradicted"] = ([j["event_id"] for j in worse], "significantly worse than the "
                                "baseline on " + " and ".join(j["split"] for j in worse))
-    boundary = gate_rows["protected_boundary"]
-    if boundary.status == "failed":
-        out["guardrail_failed"] = (list(boundary.rests_on), "; ".join(boundary.reasons))
+    failed = [g for g in (gate_rows["protected_boundary"], gate_rows["reproduced"])
+              if g.status == "failed"]
+    if failed:
+        out["guardrail_failed"] = ([r for g in failed for r in g.rests_on],
+                                   "; ".join(r for g in failed for r in g.reasons))
     invalid = invalid_packets(view, entry)
     if invalid:
         out["invalid_result"] = (invalid, "measured invalid by its executor: "
@@ -309,7 +311,7 @@ def _state(view: View, entry: dict[str, Any], gate_rows: dict[str, Gate],
         return "promoted", None, None, f"promoted by {decision['decision_id']}"
     if "contradicted" in retire:
         return "contradicted", "decide", "evaluator_promoter", "retire it (contradicted)"
-    if gate_rows["protected_boundary"].status == "failed":
+    if "failed" in (gate_rows["protected_boundary"].status, gate_rows["reproduced"].status):
         return "contradicted", "decide", "evaluator_promoter", "retire it (guardrail_failed)"
     if "invalid_result" in retire:
         return ("contradicted", "decide", "evaluator_promoter",
@@ -329,6 +331,9 @@ def _state(view: View, entry: dict[str, Any], gate_rows: dict[str, Gate],
         if gate_rows["protected_boundary"].status == "pending":
             return ("at_promotion_gate", "review_gate", "evaluator_promoter",
                     "check the protected boundary from git (`loopx gate check`)")
+        if gate_rows["reproduced"].status == "pending" and gate_rows["reproduced"].required:
+            return ("at_promotion_gate", "review_gate", "evaluator_promoter",
+                    "re-run the held-out packets (`loopx gate reproduce`)")
         return "at_promotion_gate", None, None, "; ".join(blockers)
     todos = _todos(view, entry["hypothesis_id"])
     running = [t for t in todos if t["status"] == "claimed"]

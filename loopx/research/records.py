@@ -126,7 +126,8 @@ class ResearchEvidenceEventV0(Model):
     control: ControlApplied | None = None
 
 
-GateName = Literal["protected_boundary", "heldout", "novelty", "owner", "first_screen"]
+GateName = Literal["protected_boundary", "heldout", "novelty", "owner", "first_screen",
+                   "reproduced"]
 
 
 class NoveltyAuditV0(Model):
@@ -165,12 +166,35 @@ class GateViolation(Model):
     rule: Literal["protected", "outside_editable", "unscreened", "borrowed"] = "protected"
 
 
+class ReproducedValue(Model):
+    """One seed of a re-run packet: the value the packet recorded and the one the re-run gave
+    (null: the re-run gave none)."""
+
+    seed: int
+    recorded: float
+    reproduced: float | None = None
+
+
+class Reproduction(Model):
+    """One held-out packet re-run from the commit it cites: ``reproduced`` (every value within
+    the contract's tolerance), ``differs`` (some value is not) or ``not_run`` (the re-run could
+    not be made or gave no usable answer; ``detail`` says why)."""
+
+    packet_id: Identifier
+    evaluated_commit: GitCommit | None = None
+    outcome: Literal["reproduced", "differs", "not_run"]
+    values: Annotated[list[ReproducedValue], Field(max_length=64)] = Field(
+        default=[], description="the packet's first 64 values, recorded and re-run")
+    detail: ShortText = ""
+
+
 class GateResultV0(Model):
-    """The recorded result of a gate check that needs more than the log (the protected boundary,
-    verified from git). Written only by loopx's gate tool, never appended by hand."""
+    """The recorded result of a gate check that needs more than the log: the protected boundary,
+    verified from git, or the held-out packets re-run (``reproduced``). Written only by loopx's
+    gate tools, never appended by hand."""
 
     hypothesis_id: Identifier
-    gate: Literal["protected_boundary"]
+    gate: Literal["protected_boundary", "reproduced"]
     passed: bool
     revision: Annotated[int, Field(ge=0)]
     packets: Annotated[list[CheckedPacket], Field(max_length=1024)] = []
@@ -181,6 +205,10 @@ class GateResultV0(Model):
                                 "editable-scope rule")
     violations: Annotated[list[GateViolation], Field(max_length=256)] = []
     reasons: Annotated[list[ShortText], Field(max_length=64)] = []
+    reproductions: Annotated[list[Reproduction], Field(max_length=64)] = Field(
+        default=[], description="the reproduced gate: each held-out packet re-run")
+    tolerance: NonNegative | None = Field(
+        default=None, description="the reproduced gate: the contract's reproduce_tolerance")
 
 
 RefusalRule = Literal["heldout_budget", "duplicate", "dev_only_lift", "claimed_evidence",

@@ -196,8 +196,8 @@ def _hypothesis(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any])
         "proposer": record["agent_id"], "todo_id": record["todo_id"],
         "record_id": record["record_id"], "seq": record["seq"], "revision": record["seq"],
         "content_sha256": digest, "supersedes": p.get("supersedes"), "superseded_by": None,
-        "packets": [], "events": [], "judgements": {}, "audits": [], "boundary": None, "gates": [],
-        "heldout_reads": 0, "heldout_plan": None, "refusals": 0,
+        "packets": [], "events": [], "judgements": {}, "audits": [], "boundary": None,
+        "reproduction": None, "gates": [], "heldout_reads": 0, "heldout_plan": None, "refusals": 0,
         "visibility": record["visibility"], "family_index": None, "heldout_judgements": [],
         "stated": stated(p),
     }
@@ -285,16 +285,23 @@ def _violation_words(v: dict[str, Any]) -> str:
 
 
 def _gate(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:
-    boundary = {"record_id": record["record_id"], "seq": record["seq"], "passed": p["passed"],
-                "revision": p["revision"], "packets": [c["packet_id"] for c in p["packets"]],
-                "reasons": list(p["reasons"]),
-                "violations": [_violation_words(v) for v in p["violations"]]}
+    result = {"record_id": record["record_id"], "seq": record["seq"], "passed": p["passed"],
+              "revision": p["revision"], "packets": [c["packet_id"] for c in p["packets"]],
+              "reasons": list(p["reasons"])}
     entry = view["hypotheses"].get(p["hypothesis_id"])
-    if entry is not None:
-        brief = {"record_id": record["record_id"], "seq": record["seq"], "gate": p["gate"],
-                 "passed": p["passed"]}
-        _touch(view, p["hypothesis_id"], record, boundary=boundary,
+    if entry is None:
+        return
+    brief = {"record_id": record["record_id"], "seq": record["seq"], "gate": p["gate"],
+             "passed": p["passed"]}
+    if p["gate"] == "reproduced":
+        # Each packet whose re-run gave other values, in words: what fails the gate.
+        differs = [f"packet {r['packet_id']}: {r['detail']}" for r in p.get("reproductions") or ()
+                   if r["outcome"] == "differs"]
+        _touch(view, p["hypothesis_id"], record, reproduction={**result, "differs": differs},
                gates=[*entry["gates"], brief])
+    else:
+        result["violations"] = [_violation_words(v) for v in p["violations"]]
+        _touch(view, p["hypothesis_id"], record, boundary=result, gates=[*entry["gates"], brief])
 
 
 def _decided(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> None:

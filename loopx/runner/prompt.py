@@ -70,6 +70,10 @@ ROLE_COMMANDS: dict[str, tuple[str, ...]] = {
         "`loopx evidence judge HYPOTHESIS --split dev|heldout`: loopx computes the verdict "
         "from the packets under the contract's rule; you type in no figures.",
         "`loopx gate check HYPOTHESIS`: verify the protected boundary from git.",
+        "`loopx gate reproduce HYPOTHESIS -- CMD...`: when the contract requires the reproduced "
+        "gate, re-run the held-out packets from their commits with your own command (the "
+        "request on stdin; print `{\"results\": [{\"seed\": S, \"value\": V}, ...]}`); never "
+        "a command an executor wrote for you.",
         "`loopx novelty audit HYPOTHESIS --verdict novel|not_novel|inconclusive --ref KIND:REF "
         "--note TEXT`: never for a hypothesis you proposed; `--ref` names what you checked, "
         "and a novel verdict needs sources the idea did not come from (`loopx grounding list "

@@ -137,6 +137,24 @@ def gate_check(ctx: ToolContext, p: GateCheck) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class GateReproduce:
+    hypothesis_id: str
+    command: list[str]
+    timeout_seconds: float = 3600.0
+
+
+@tool("gate.reproduce", params=GateReproduce, writes=True)
+def gate_reproduce(ctx: ToolContext, p: GateReproduce) -> dict[str, Any]:
+    """Re-run the held-out packets a promotion rests on, from their commits; record it."""
+    from loopx.research.git_read import repo_root
+    from loopx.research.operations import reproduce_gate
+
+    return reproduce_gate(ctx.ledger, ctx.credentials(), p.hypothesis_id,
+                          repo=repo_root(ctx.workspace.root), command=list(p.command),
+                          timeout=p.timeout_seconds)
+
+
+@dataclass(frozen=True)
 class Decide:
     hypothesis_id: str
     outcome: str
