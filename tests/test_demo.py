@@ -103,6 +103,34 @@ def test_executors_worked_on_their_own_branches_and_left_the_project_clean(
     assert not any((directory / ".loopx" / "worktrees").glob("*"))
 
 
+def test_every_promotion_rests_on_held_out_packets_re_run_from_their_commits(
+        finished: tuple[Path, dict[str, Any]]) -> None:
+    """The contract requires the reproduced gate: each promoted hypothesis' held-out packet was
+    re-run from the commit it cites (through the driver's warm scorer, which is gone after the
+    run) and gave the values it recorded."""
+    directory, out = finished
+    log = records(directory)
+    [contract] = [r["payload"] for r in log if r["schema_version"] == "research_contract_v0"]
+    assert "reproduced" in contract["promotion_policy"]["required_gates"]
+    reruns = {r["payload"]["hypothesis_id"]: r["payload"] for r in log
+              if r["schema_version"] == "gate_result_v0" and r["payload"]["gate"] == "reproduced"}
+    assert set(out["promoted"]) <= set(reruns)
+    heldout = {r["record_id"]: r["payload"] for r in log
+               if r["schema_version"] == "auto_research_evidence_packet_v0"
+               and r["payload"]["results"][0]["split"] == "heldout"}
+    for hypothesis_id in out["promoted"]:
+        rerun = reruns[hypothesis_id]
+        assert rerun["passed"] and rerun["tolerance"] == 0
+        [done] = rerun["reproductions"]
+        packet = heldout[done["packet_id"]]
+        assert done["outcome"] == "reproduced"
+        assert done["evaluated_commit"] == packet["evaluated_commit"]
+        assert [(v["seed"], v["reproduced"]) for v in done["values"]] == [
+            (r["seed"], r["value"]) for r in packet["results"]]
+    scorer = subprocess.run(["pgrep", "-f", "loopx.demo.rerun --serve"], capture_output=True)
+    assert scorer.stdout == b""
+
+
 class Shown(HTMLParser):
     """The text a reader of a page can see or hover: its text (SVG text and titles included,
     the style sheet not) and its title attributes."""

@@ -208,17 +208,21 @@ def evaluator(claim: dict[str, Any]) -> dict[str, Any]:
 
 def _review(hypothesis_id: str) -> dict[str, Any]:
     """Check the protected boundary from git, and re-run the held-out packets (the demo's own
-    re-run command, :mod:`loopx.demo.rerun`), whichever the contract requires and is pending."""
+    re-run command, :mod:`loopx.demo.rerun`, through the driver's warm scorer when it started
+    one), whichever the contract requires and is pending."""
     from loopx.research.gates import gates
 
     _, view = workspace_view()
     pending = [name for name, gate in gates(view, view["hypotheses"][hypothesis_id]).items()
                if name in ("protected_boundary", "reproduced") and gate.required
                and gate.status == "pending"]
+    rerun = [sys.executable, "-m", "loopx.demo.rerun"]
+    if os.environ.get("LOOPX_DEMO_SCORER"):
+        rerun += ["--via", os.environ["LOOPX_DEMO_SCORER"]]
     calls = [{"tool": "gate.check", "args": {"hypothesis_id": hypothesis_id}}
              if name == "protected_boundary" else
-             {"tool": "gate.reproduce", "args": {"hypothesis_id": hypothesis_id, "command": [
-                 sys.executable, "-m", "loopx.demo.rerun"]}} for name in pending]
+             {"tool": "gate.reproduce", "args": {"hypothesis_id": hypothesis_id,
+                                                 "command": rerun}} for name in pending]
     return {"calls": calls, "result": {"gates": pending}}
 
 

@@ -180,20 +180,34 @@ def _save_token(path: Path, token: str) -> Path:
     return path
 
 
+def start_scorer(root: Path, socket_path: str) -> Lane:
+    """The warm scorer the evaluator's re-runs go through (:mod:`loopx.demo.rerun`): it imports
+    scikit-learn once, so a re-run costs its training, not a cold import."""
+    logs = root / ".loopx" / "demo-logs"
+    logs.mkdir(exist_ok=True)
+    log = logs / "rerun-scorer.log"
+    with open(log, "wb") as handle:
+        process = subprocess.Popen([sys.executable, "-m", "loopx.demo.rerun", "--serve",
+                                    socket_path], stdout=handle, stderr=subprocess.STDOUT,
+                                   cwd=root, start_new_session=True)
+    return Lane("rerun-scorer", "", process, log)
+
+
 def start_lanes(root: Path, agents: dict[str, tuple[str, Path]],
-                options: DemoOptions) -> list[Lane]:
+                options: DemoOptions, scorer: str | None = None) -> list[Lane]:
     """One ``loopx lane run`` process per agent, each with its own token file, and each with
     one persistent command that takes its todos one by one (scikit-learn imported once per
-    lane, not once per todo)."""
+    lane, not once per todo); ``scorer`` is the warm scorer's socket, for the evaluator."""
     env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_TOKEN", "LOOPX_AGENT_ID")}
     env.update(GIT_ENV)
     env.update({"LOOPX_DEMO_SEED": str(options.seed),
                 "LOOPX_DEMO_SEEDS": ",".join(map(str, options.seeds)),
                 "LOOPX_DEMO_ITERATIONS": str(options.iterations),
                 "LOOPX_DEMO_PUBLIC": str(root / "public"),
-                "LOOPX_DEMO_GIT": "1" if has_git() else "0"})
+                "LOOPX_DEMO_GIT": "1" if has_git() else "0",
+                "LOOPX_DEMO_SCORER": scorer or ""})
     logs = root / ".loopx" / "demo-logs"
-    logs.mkdir()
+    logs.mkdir(exist_ok=True)
     lanes = []
     victim = next(a for a, (role, _) in agents.items() if role == "research_executor")
     for agent_id, (role, token_file) in agents.items():
@@ -380,9 +394,18 @@ def run_demo(options: DemoOptions, show: Callable[[str], None]) -> DemoReport:
     if not has_git():
         show("git is not on PATH: no worktrees, and the protected-boundary gate is not "
              "required in this run (install git for the real thing)")
-    lanes = start_lanes(root, agents, options)
-    report = DemoReport(root)
-    watch(report, lanes, options, show)
+    # A short path: a socket's must fit in 108 bytes, and the demo's directory may be deep.
+    sockets = Path(tempfile.mkdtemp(prefix="loopx-demo-"))
+    scorer = start_scorer(root, str(sockets / "rerun")) if has_git() else None
+    try:
+        lanes = start_lanes(root, agents, options,
+                            str(sockets / "rerun") if scorer is not None else None)
+        report = DemoReport(root)
+        watch(report, lanes, options, show)
+    finally:
+        if scorer is not None:
+            _stop(scorer)
+        shutil.rmtree(sockets, ignore_errors=True)
     publish_final(root, agents, show)
     summarize(report, lanes)
     return report
