@@ -87,7 +87,7 @@ def measured(r: ResearchLoop, base: str, evaluated: str, heldout: list[float]) -
 
 
 def test_values_the_code_does_not_give_fail_the_gate_and_block_the_promotion(
-        repo: Path, rerun: list[str], tmp_path: Path) -> None:
+        repo: Path, rerun: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The executor's code gives the baseline's values; it recorded HELDOUT. Every gate that
     reads the log or git passes, and without the re-run h1 would be promoted."""
     base = git(repo, "rev-parse", "HEAD")
@@ -102,6 +102,9 @@ def test_values_the_code_does_not_give_fail_the_gate_and_block_the_promotion(
     assert current.detail == "re-run the held-out packets (`loopx gate reproduce`)"
 
     seen = tmp_path / "seen.json"
+    token = r.agents["ev"].token or ""
+    monkeypatch.setenv("LOOPX_TOKEN", token)
+    monkeypatch.setenv("CI_EVALUATOR_SECRET", f"token={token}")
     out = reproduce_gate(r.ledger, r.agents["ev"], "h1", repo=repo, command=[*rerun, str(seen)],
                          timeout=60)
     assert not out["passed"] and out["gate"] == "reproduced" and out["tolerance"] == 0
@@ -131,6 +134,7 @@ def test_values_the_code_does_not_give_fail_the_gate_and_block_the_promotion(
                               "split": "heldout", "location": "/data/heldout", "metric": "acc",
                               "seeds": [0, 1, 2], "evaluated_commit": base}
     assert not [k for k in saw["env"] if k.startswith("LOOPX_")]
+    assert "CI_EVALUATOR_SECRET" not in saw["env"] and "PATH" in saw["env"]
     # Each re-run's worktree is removed afterwards.
     assert not Path(saw["cwd"]).exists()
     assert git(repo, "worktree", "list").count("\n") == 0
