@@ -18,7 +18,9 @@ from lanes_support import campaign
 from test_research import commit, refused_and_recorded, view
 
 from loopx.governance.contract import amend_contract
-from loopx.kernel.errors import Refused, UsageProblem
+from loopx.kernel.checks import Credentials
+from loopx.kernel.errors import Forbidden, Refused, Unauthorized, UsageProblem
+from loopx.narrator.publish import render
 from loopx.research.decisions import decide
 from loopx.research.operations import check_gate, reproduce_gate
 from loopx.research.projections import row
@@ -125,6 +127,11 @@ def test_values_the_code_does_not_give_fail_the_gate_and_block_the_promotion(
     assert current.retirement["reasons"] == ["guardrail_failed"]
     refused_and_recorded(r, lambda: decide(r.ledger, r.agents["ev"], "h1", "promoted"),
                          "no_candidate", "gate reproduced failed")
+    # A reader of the story is told which guardrail failed.
+    story = render(r.ledger, "story", "md").text
+    assert ("a re-run of its evaluated commit did not give the held-out values it recorded, to "
+            "be retired") in story
+    assert "reproduced failed" in story
     decide(r.ledger, r.agents["ev"], "h1", "retired", reason="guardrail_failed")
 
     # What the command saw: the held-out request, a checkout of the cited commit, and no
@@ -232,6 +239,23 @@ def test_nothing_to_re_run_is_refused_and_writes_nothing(repo: Path, rerun: list
         reproduce_gate(r.ledger, r.agents["ev"], "h1", repo=repo, command=[], timeout=60)
     assert r.ledger.store.head().seq == before
     assert row(view(r), "h1").gates["reproduced"].status == "pending"
+
+
+def test_a_writer_that_may_not_record_it_runs_nothing(repo: Path, tmp_path: Path) -> None:
+    """The executor asks for the re-run of its own packet: refused before its code runs."""
+    base = git(repo, "rev-parse", "HEAD")
+    evaluated = commit(repo, "quality.json", quality(HELDOUT), "a better model")
+    r = reproduced_loop(base)
+    measured(r, base, evaluated, HELDOUT)
+    marker = tmp_path / "ran"
+    command = [sys.executable, "-c", f"open({str(marker)!r}, 'w').close()"]
+    before = r.ledger.store.head().seq
+    with pytest.raises(Forbidden, match="gate_result_v0"):
+        reproduce_gate(r.ledger, r.agents["ex"], "h1", repo=repo, command=command, timeout=60)
+    with pytest.raises(Unauthorized):
+        reproduce_gate(r.ledger, Credentials("ev", "lpx_" + "x" * 43), "h1", repo=repo,
+                       command=command, timeout=60)
+    assert not marker.exists() and r.ledger.store.head().seq == before
     # A contract that does not require it leaves it out.
     c = campaign()
     plain = ResearchLoop(c.ledger, c.owner)
@@ -244,7 +268,6 @@ def test_nothing_to_re_run_is_refused_and_writes_nothing(repo: Path, rerun: list
 
 def test_gate_reproduce_on_the_command_line(repo: Path, rerun: list[str]) -> None:
     from loopx.cli import cli
-    from loopx.kernel.checks import Credentials
     from loopx.workspace import init_workspace
 
     base = git(repo, "rev-parse", "HEAD")

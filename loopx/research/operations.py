@@ -234,6 +234,21 @@ def _record_gate(ledger: Ledger, creds: Credentials, payload: dict[str, Any]) ->
     return record
 
 
+def _may_record_gate(ledger: Ledger, creds: Credentials, view: LaneState,
+                     payload: dict[str, Any]) -> None:
+    """Refuse now a writer whose token or role could not record ``payload`` (the write path
+    checks again under the lock).
+
+    Raises:
+        Unauthorized, Forbidden.
+    """
+    from loopx.work.checks import gate
+
+    who = ledger.identify(creds)
+    [record] = ledger.prepare(draft(payload, kind="gate_result_v0"), who, by_loopx=True)
+    gate(view, who, record)
+
+
 def reproduce_gate(ledger: Ledger, creds: Credentials, hypothesis_id: str, *,
                    repo: Path | None, command: list[str], timeout: float) -> dict[str, Any]:
     """Re-run every held-out packet the hypothesis' final held-out judgement rests on or
@@ -246,7 +261,8 @@ def reproduce_gate(ledger: Ledger, creds: Credentials, hypothesis_id: str, *,
 
     Raises:
         NotFound: no such hypothesis; Refused: no contract, no final held-out judgement yet,
-        or the hypothesis changed during the re-runs; UsageProblem: an empty command.
+        or the hypothesis changed during the re-runs; UsageProblem: an empty command or a
+        timeout that is not positive; Unauthorized, Forbidden: before anything is re-run.
     """
     from loopx.research.gates import final_heldout
     from loopx.research.reproduce import NOT_RUN, REPRODUCED, Rerun, recorded, rerun
@@ -268,6 +284,9 @@ def reproduce_gate(ledger: Ledger, creds: Credentials, hypothesis_id: str, *,
                       "there is no held-out packet to re-run",
                       hint="judge its held-out packets first (`loopx evidence judge "
                            f"{hypothesis_id} --split heldout`)")
+    # Whoever may not record the result learns it before any executor code runs for them.
+    _may_record_gate(ledger, creds, view, {"hypothesis_id": hypothesis_id, "gate": "reproduced",
+                                           "passed": False, "revision": entry["revision"]})
     tolerance = float(contract["promotion_policy"].get("reproduce_tolerance", 0.0))
     metric = contract["metric"]["name"]
     location = (contract["evaluation"].get("heldout") or {}).get("location")
