@@ -167,12 +167,11 @@ class GateViolation(Model):
 
 
 class ReproducedValue(Model):
-    """One seed of a re-run packet: the value the packet recorded and the one the re-run gave
-    (null: the re-run gave none)."""
+    """One seed of a re-run packet: the value the packet recorded and the one the re-run gave."""
 
     seed: int
     recorded: float
-    reproduced: float | None = None
+    reproduced: float
 
 
 class Reproduction(Model):
