@@ -303,3 +303,27 @@ def test_gate_reproduce_on_the_command_line(repo: Path, rerun: list[str]) -> Non
     assert bad.exit_code == 2 and "--timeout" in bad.stderr and "Traceback" not in bad.stderr
     after = json.loads(runner.invoke(cli, ["-C", str(repo), "status", "--json"]).stdout)
     assert after["head"] == head["head"]
+
+
+def test_a_re_run_that_differs_blocks_the_promotion_even_when_the_contract_asks_for_none(
+        repo: Path, rerun: list[str]) -> None:
+    """The contract does not require the gate, but the evaluator re-ran the packet anyway and
+    its code gave other values: no promotion rests on values shown not to reproduce."""
+    base = git(repo, "rev-parse", "HEAD")
+    evaluated = commit(repo, "model.py", "width = 128\n", "a change that does nothing")
+    c = campaign()
+    r = ResearchLoop(c.ledger, c.owner)
+    r.contract({**CONTRACT, "protected_scope": ["eval/"], "base_commit": base,
+                "metric": {**CONTRACT["metric"], "baseline_hypothesis": "base"},
+                "promotion_policy": {"required_gates": ["heldout"]}})
+    measured(r, base, evaluated, HELDOUT)
+    assert row(view(r), "h1").gates["reproduced"].status == "not_required"
+    assert row(view(r), "h1").promotion is not None
+    assert not reproduce_gate(r.ledger, r.agents["ev"], "h1", repo=repo, command=rerun,
+                              timeout=60)["passed"]
+    current = row(view(r), "h1")
+    gate = current.gates["reproduced"]
+    assert gate.required and gate.status == "failed"
+    assert current.promotion is None and current.retirement is not None
+    refused_and_recorded(r, lambda: decide(r.ledger, r.agents["ev"], "h1", "promoted"),
+                         "no_candidate", "gate reproduced failed")

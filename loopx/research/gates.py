@@ -193,11 +193,12 @@ def gates(view: View, entry: dict[str, Any]) -> dict[str, Gate]:
 
 def _reproduced(entry: dict[str, Any], final: dict[str, Any] | None, required: bool) -> Gate:
     """The last re-run of the held-out packets decides: a value further from the recorded one
-    than the contract allows fails the gate; a re-run that could not be made proves nothing,
-    so the gate stays pending."""
-    if not required:
-        return Gate("reproduced", False, "not_required")
+    than the contract allows fails the gate, required or not (values a commit does not give
+    are no evidence, whatever the contract asks); a re-run that could not be made proves
+    nothing, so the gate stays pending."""
     last = entry["reproduction"]
+    if not required and not (last is not None and last["differs"]):
+        return Gate("reproduced", False, "not_required")
     if final is None:
         return Gate("reproduced", True, "pending", ["no final held-out judgement to re-run yet"])
     if last is None:
