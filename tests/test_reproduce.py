@@ -180,6 +180,8 @@ def test_a_re_run_that_cannot_be_made_proves_nothing_and_keeps_the_gate_pending(
             "the command's answer: results[0].seed: 7 is not one of the packet's seeds [0, 1, 2]",
         'print(\'{"results": [{"seed": 0, "value": "NaN"}]}\')':
             "the command's answer: results[0].value: 'NaN' is not a finite number",
+        "import sys; sys.stdout.buffer.write(bytes([0xff, 0xfe]))":
+            "the command's answer: its output is not JSON",
     }
     for code, said in cases.items():
         script.write_text(code)

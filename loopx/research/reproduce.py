@@ -149,16 +149,20 @@ def rerun(repo: Path, command: list[str], request: dict[str, Any],
 def _run(command: list[str], cwd: Path, stdin: str, timeout: float) -> tuple[str | None, str]:
     """The command's stdout, or None and why it gave none (in words)."""
     try:
+        # The executor's code may print any bytes: they are decoded, never a traceback.
         child = subprocess.Popen(command, cwd=cwd, env=command_env(), stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                 start_new_session=True)
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 encoding="utf-8", errors="replace", start_new_session=True)
     except OSError as exc:
         return None, f"the command could not start: {exc.strerror or exc}"
     try:
         out, err = child.communicate(stdin, timeout=timeout)
     except subprocess.TimeoutExpired:
         # Its own process group: whatever it started goes with it.
-        os.killpg(child.pid, signal.SIGKILL)
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # it ended on its own meanwhile
         child.communicate()
         return None, f"the command did not finish within {timeout:g} s"
     if child.returncode != 0:
