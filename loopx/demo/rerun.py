@@ -48,7 +48,7 @@ def _read_all(conn: socket.socket) -> bytes:
 
 
 def ask(path: str, project: Path, request: dict[str, Any]) -> dict[str, Any] | None:
-    """The warm scorer's answer, or None when none listens at ``path``."""
+    """The warm scorer's answer, or None when none listens at ``path`` or it gave none."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         try:
             conn.connect(path)
@@ -56,7 +56,8 @@ def ask(path: str, project: Path, request: dict[str, Any]) -> dict[str, Any] | N
             return None
         conn.sendall(json.dumps({"cwd": str(project), "request": request}).encode())
         conn.shutdown(socket.SHUT_WR)
-        return dict(json.loads(_read_all(conn)))
+        reply = _read_all(conn)
+    return dict(json.loads(reply)) if reply else None  # none: the scorer's child failed
 
 
 def serve(path: str) -> int:
@@ -71,13 +72,14 @@ def serve(path: str) -> int:
     while True:
         conn, _ = server.accept()
         if os.fork() == 0:
-            server.close()
-            message = json.loads(_read_all(conn))
-            project = Path(message["cwd"])
-            os.chdir(project)
-            conn.sendall(json.dumps(answer(project, message["request"])).encode())
-            conn.close()
-            os._exit(0)
+            try:  # the child answers one request and never returns to the loop
+                server.close()
+                message = json.loads(_read_all(conn))
+                project = Path(message["cwd"])
+                os.chdir(project)
+                conn.sendall(json.dumps(answer(project, message["request"])).encode())
+            finally:
+                os._exit(0)
         conn.close()
 
 
