@@ -117,6 +117,23 @@ def audit_novelty(ledger: Ledger, creds: Credentials, hypothesis_id: str, verdic
             "refs": record["payload"]["refs"]}
 
 
+def _under_contract(ledger: Ledger, hypothesis_id: str, needed: str
+                    ) -> tuple[LaneState, dict[str, Any], dict[str, Any]]:
+    """The lanes state, the hypothesis' entry and the contract in force, for a gate tool.
+
+    Raises:
+        NotFound: no such hypothesis; Refused: no contract (``needed`` comes from it).
+    """
+    view = ledger.state()["lanes"]
+    entry = view["hypotheses"].get(hypothesis_id)
+    if entry is None:
+        raise NotFound(f"there is no hypothesis {hypothesis_id!r}")
+    contract = current_contract(view)
+    if contract is None:
+        raise Refused(f"there is no contract, which holds {needed}")
+    return view, entry, contract
+
+
 def _add(result: dict[str, Any], found: list[Any], reasons: list[str]) -> None:
     """Add a git check's violations and reasons to the gate's ``result``: either fails it."""
     result["violations"] += [asdict(v) for v in found]
@@ -182,13 +199,7 @@ def check_gate(ledger: Ledger, creds: Credentials, hypothesis_id: str, *,
     from loopx.research.projections import relied_packets
     from loopx.research.protected import check_boundary
 
-    view = ledger.state()["lanes"]
-    entry = view["hypotheses"].get(hypothesis_id)
-    if entry is None:
-        raise NotFound(f"there is no hypothesis {hypothesis_id!r}")
-    contract = current_contract(view)
-    if contract is None:
-        raise Refused("there is no contract: the protected scope comes from it")
+    view, entry, contract = _under_contract(ledger, hypothesis_id, "the protected scope")
     relied = relied_packets(entry) or list(entry["packets"])
     compared = [p for p in compared_packets(entry) if p not in relied]
     packets = [{"packet_id": p, "base_commit": view["packets"][p]["base_commit"],
@@ -271,13 +282,8 @@ def reproduce_gate(ledger: Ledger, creds: Credentials, hypothesis_id: str, *,
         raise UsageProblem("the re-run needs a command (`loopx gate reproduce HYP -- CMD...`)")
     if not timeout > 0:
         raise UsageProblem(f"the re-run's timeout must be positive seconds, not {timeout!r}")
-    view = ledger.state()["lanes"]
-    entry = view["hypotheses"].get(hypothesis_id)
-    if entry is None:
-        raise NotFound(f"there is no hypothesis {hypothesis_id!r}")
-    contract = current_contract(view)
-    if contract is None:
-        raise Refused("there is no contract: the metric and the held-out split come from it")
+    view, entry, contract = _under_contract(ledger, hypothesis_id,
+                                            "the metric and the held-out split")
     final = final_heldout(view, entry)
     if final is None:
         raise Refused(f"hypothesis {hypothesis_id!r} has no final held-out judgement yet: "
