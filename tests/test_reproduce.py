@@ -132,6 +132,8 @@ def test_values_the_code_does_not_give_fail_the_gate_and_block_the_promotion(
     assert ("a re-run of its evaluated commit did not give the held-out values it recorded, to "
             "be retired") in story
     assert "reproduced failed" in story
+    assert ("- Gates a promotion needs: heldout, protected boundary, reproduced (each held-out "
+            "value re-run from its commit, within 0)") in story
     decide(r.ledger, r.agents["ev"], "h1", "retired", reason="guardrail_failed")
 
     # What the command saw: the held-out request, a checkout of the cited commit, and no

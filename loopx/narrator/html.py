@@ -112,6 +112,7 @@ def _question(doc: dict[str, Any]) -> str:
                    f"Rule: {escape(contract['rule'])} at alpha {number(contract['alpha'])}; "
                    f"dev split {escape(contract['splits']['dev'])}, held-out split "
                    f"{escape(contract['splits']['heldout'])}",
+                   escape(words.gates_words(contract)),
                    f"Contract version {contract['version']} "
                    f'(<span class="id">{contract["record_id"]}</span>); campaign '
                    f"{escape(campaign['state'])}{stop}"], "")

@@ -51,6 +51,7 @@ def _question(contract: dict[str, Any] | None, campaign: dict[str, Any]) -> list
             f"- {md(words.metric_words(contract))}",
             f"- Rule: {md(contract['rule'])} at alpha {number(contract['alpha'])}; dev split "
             f"{md(contract['splits']['dev'])}, held-out split {md(contract['splits']['heldout'])}",
+            f"- {md(words.gates_words(contract))}",
             f"- Contract version {contract['version']} ({contract['record_id']}); campaign "
             f"{campaign['state']}{md(words.campaign_why(campaign))}", ""]
     return out

@@ -146,6 +146,10 @@ def _contract(r: Reader, c: dict[str, Any] | None, private: set[str]) -> dict[st
                    "seeds": r.nums(metric["seeds"], rid, "metric.seeds")},
         "rule": policy["rule"], "alpha": r.num(policy["alpha"], rid, "promotion_policy.alpha"),
         "required_gates": list(policy["required_gates"]),
+        # Contracts written before the field had no reproduced gate to need it.
+        "reproduce_tolerance": r.num(policy["reproduce_tolerance"], rid,
+                                     "promotion_policy.reproduce_tolerance")
+        if "reproduced" in policy["required_gates"] else None,
         "splits": {"dev": r.text(evaluation["dev"]["name"], rid, "evaluation.dev.name"),
                    "heldout": r.text(evaluation["heldout"]["name"], rid,
                                      "evaluation.heldout.name")},

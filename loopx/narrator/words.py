@@ -308,6 +308,16 @@ def metric_words(contract: dict[str, Any]) -> str:
             f"{number(m['min_delta'])}, seeds {_list(m['seeds'])}")
 
 
+def gates_words(contract: dict[str, Any]) -> str:
+    """The gates a promotion needs, as the contract lists them (the held-out gate always)."""
+    gates = list(dict.fromkeys(["heldout", *contract["required_gates"]]))
+    said = [g.replace("_", " ") for g in gates if g != "reproduced"]
+    if "reproduced" in gates:
+        said.append("reproduced (each held-out value re-run from its commit, within "
+                    f"{number(contract['reproduce_tolerance'])})")
+    return "Gates a promotion needs: " + ", ".join(said)
+
+
 def disclosure_lines(d: dict[str, Any]) -> list[str]:
     """How many were tried and tested, the campaign-level control and what it promises, the
     closing Benjamini-Hochberg figure, and the baseline, one line each."""
