@@ -331,3 +331,25 @@ def test_a_re_run_that_differs_blocks_the_promotion_even_when_the_contract_asks_
     assert current.promotion is None and current.retirement is not None
     refused_and_recorded(r, lambda: decide(r.ledger, r.agents["ev"], "h1", "promoted"),
                          "no_candidate", "gate reproduced failed")
+
+
+def test_a_hypothesis_that_moved_during_the_re_run_is_refused_and_nothing_written(
+        repo: Path, rerun: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The re-runs happen before the lock, on the hypothesis as it stood: a record that touches
+    it meanwhile (here a gate check) refuses the result, which would describe an old revision."""
+    import loopx.research.reproduce as reproduce
+
+    base = git(repo, "rev-parse", "HEAD")
+    evaluated = commit(repo, "quality.json", quality(HELDOUT), "a better model")
+    r = reproduced_loop(base)
+    measured(r, base, evaluated, HELDOUT)
+    real = reproduce.rerun
+
+    def meanwhile(*args: Any, **kwargs: Any) -> Any:
+        check_gate(r.ledger, r.agents["ev"], "h1", repo=repo)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(reproduce, "rerun", meanwhile)
+    with pytest.raises(Refused, match="check it again"):
+        reproduce_gate(r.ledger, r.agents["ev"], "h1", repo=repo, command=rerun, timeout=60)
+    assert view(r)["hypotheses"]["h1"]["reproduction"] is None
