@@ -193,13 +193,17 @@ def check_gate(ledger: Ledger, creds: Credentials, hypothesis_id: str, *,
     hypothesis changed meanwhile (check again).
 
     Raises:
-        NotFound: no such hypothesis; Refused: no contract, or it changed during the check.
+        NotFound: no such hypothesis; Refused: no contract, or it changed during the check;
+        Unauthorized, Forbidden: before git runs.
     """
     from loopx.research.gates import BASELINE_PACKET, compared_packets
     from loopx.research.projections import relied_packets
     from loopx.research.protected import check_boundary
 
     view, entry, contract = _under_contract(ledger, hypothesis_id, "the protected scope")
+    _may_record_gate(ledger, creds, view, {"hypothesis_id": hypothesis_id,
+                                           "gate": "protected_boundary", "passed": False,
+                                           "revision": entry["revision"]})
     relied = relied_packets(entry) or list(entry["packets"])
     compared = [p for p in compared_packets(entry) if p not in relied]
     packets = [{"packet_id": p, "base_commit": view["packets"][p]["base_commit"],
