@@ -134,6 +134,19 @@ def test_values_the_code_does_not_give_fail_the_gate_and_block_the_promotion(
     assert "reproduced failed" in story
     assert ("- Gates a promotion needs: heldout, protected boundary, reproduced (each held-out "
             "value re-run from its commit, within 0)") in story
+
+    # Re-running until the values match is optional stopping: a command that now prints the
+    # recorded values does not undo the failure.
+    recorded = {ids["heldout"]: HELDOUT, ids["base_heldout"]: BASELINE}
+    echo = [sys.executable, "-c", "import json, sys; r = json.load(sys.stdin); print(json.dumps("
+            "{'results': [{'seed': s, 'value': v} for s, v in zip(r['seeds'], "
+            f"{recorded!r}[r['packet_id']])]}}))"]
+    again = reproduce_gate(r.ledger, r.agents["ev"], "h1", repo=repo, command=echo, timeout=60)
+    assert again["passed"]
+    gate = row(view(r), "h1").gates["reproduced"]
+    assert gate.status == "failed" and gate.rests_on == [out["gate_id"]]
+    refused_and_recorded(r, lambda: decide(r.ledger, r.agents["ev"], "h1", "promoted"),
+                         "no_candidate", "gate reproduced failed")
     decide(r.ledger, r.agents["ev"], "h1", "retired", reason="guardrail_failed")
 
     # What the command saw: the held-out request, a checkout of the cited commit, and no

@@ -192,10 +192,10 @@ def gates(view: View, entry: dict[str, Any]) -> dict[str, Gate]:
 
 
 def _reproduced(entry: dict[str, Any], final: dict[str, Any] | None, required: bool) -> Gate:
-    """The last re-run of the held-out packets decides: a value further from the recorded one
-    than the contract allows fails the gate, required or not (values a commit does not give
-    are no evidence, whatever the contract asks); a re-run that could not be made proves
-    nothing, so the gate stays pending."""
+    """A value a re-run gave further from the recorded one than the contract allows fails the
+    gate for good, required or not (values a commit does not give are no evidence, whatever
+    the contract asks, and a later re-run that matches does not undo it); otherwise the last
+    re-run decides, and one that could not be made proves nothing: the gate stays pending."""
     last = entry["reproduction"]
     if not required and not (last is not None and last["differs"]):
         return Gate("reproduced", False, "not_required")
@@ -205,7 +205,7 @@ def _reproduced(entry: dict[str, Any], final: dict[str, Any] | None, required: b
         return Gate("reproduced", True, "pending",
                     ["the held-out packets were not re-run yet (`loopx gate reproduce`)"])
     if last["differs"]:
-        return Gate("reproduced", True, "failed", list(last["differs"]), [last["record_id"]])
+        return Gate("reproduced", True, "failed", list(last["differs"]), [last["failed_by"]])
     if not last["passed"]:
         return Gate("reproduced", True, "pending",
                     ["could not be re-run: " + "; ".join(last["reasons"])], [last["record_id"]])

@@ -294,11 +294,16 @@ def _gate(view: dict[str, Any], record: dict[str, Any], p: dict[str, Any]) -> No
     brief = {"record_id": record["record_id"], "seq": record["seq"], "gate": p["gate"],
              "passed": p["passed"]}
     if p["gate"] == "reproduced":
-        # Each packet whose re-run gave other values, in words: what fails the gate.
+        # Each packet whose re-run gave other values, in words: what fails the gate. Kept from
+        # every earlier re-run: one that matches later does not undo it (re-running until the
+        # values match would be optional stopping).
+        earlier = entry["reproduction"] or {"differs": [], "failed_by": None}
         differs = [f"packet {r['packet_id']}: {r['detail']}" for r in p.get("reproductions") or ()
                    if r["outcome"] == "differs"]
-        _touch(view, p["hypothesis_id"], record, reproduction={**result, "differs": differs},
-               gates=[*entry["gates"], brief])
+        failed_by = earlier["failed_by"] or (record["record_id"] if differs else None)
+        _touch(view, p["hypothesis_id"], record, reproduction={
+            **result, "differs": [*earlier["differs"], *differs], "failed_by": failed_by},
+            gates=[*entry["gates"], brief])
     else:
         result["violations"] = [_violation_words(v) for v in p["violations"]]
         _touch(view, p["hypothesis_id"], record, boundary=result, gates=[*entry["gates"], brief])
