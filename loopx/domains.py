@@ -14,7 +14,7 @@ from loopx.narrator.domain import DOMAIN as NARRATOR
 from loopx.research.domain import DOMAIN as RESEARCH
 from loopx.work.domain import DOMAIN as WORK
 
-FOLD_VERSION = 20
+FOLD_VERSION = 21
 # The write rules' version: 2 adds the contract's named protected scope and allowed paths,
 # duplicates by fingerprint, the novelty material rules and the claim packet's fields; 3 keeps
 # the campaign's error control from loosening once its held-out family has begun; 4 fixes the
