@@ -186,10 +186,13 @@ def _hypothesis(r: Reader, view: View, hid: str, row: Row, depth: int) -> dict[s
     reasons = (row.retirement or {}).get("reasons", ["contradicted"])
     if row.state == "contradicted" and "contradicted" not in reasons:
         # The frontier's state covers three causes; the story tells them apart.
-        out["state_words"] = (
-            "invalid_result" if "guardrail_failed" not in reasons and "invalid_result" in reasons
-            else "unreproduced" if row.gates["reproduced"].status == "failed"
-            and row.gates["protected_boundary"].status != "failed" else "guardrail_failed")
+        if "guardrail_failed" not in reasons and "invalid_result" in reasons:
+            out["state_words"] = "invalid_result"
+        elif (row.gates["reproduced"].status == "failed"
+              and row.gates["protected_boundary"].status != "failed"):
+            out["state_words"] = "unreproduced"
+        else:
+            out["state_words"] = "guardrail_failed"
     if entry.get("visibility") == "private":
         return {**out, "private": True, "hypothesis_id": None, "title": None,
                 "evidence": {}, "heldout_tests": [], "attempts": [], "decision": None}

@@ -20,6 +20,8 @@ from loopx.research.state import counts, scored_result
 
 View = dict[str, Any]
 GATES = ("protected_boundary", "heldout", "reproduced", "novelty", "owner", "first_screen")
+# The gates checked outside the log whose failure is a guardrail's (guardrail_failed).
+GUARDRAILS = ("protected_boundary", "reproduced")
 # How the protected boundary check names a packet of the measured baseline in its reasons.
 BASELINE_PACKET = "the measured baseline's packet"
 
@@ -191,6 +193,12 @@ def gates(view: View, entry: dict[str, Any]) -> dict[str, Gate]:
     return {name: out[name] for name in GATES}
 
 
+def rerun_packets(final: dict[str, Any]) -> list[str]:
+    """The held-out packets the reproduced gate re-runs: those the final held-out judgement
+    rests on, then the measured baseline's it compared them with."""
+    return list(dict.fromkeys([*final["packet_ids"], *final["baseline_packet_ids"]]))
+
+
 def _reproduced(entry: dict[str, Any], final: dict[str, Any] | None, required: bool) -> Gate:
     """A value a re-run gave further from the recorded one than the contract allows fails the
     gate for good, required or not (values a commit does not give are no evidence, whatever
@@ -209,8 +217,7 @@ def _reproduced(entry: dict[str, Any], final: dict[str, Any] | None, required: b
     if not last["passed"]:
         return Gate("reproduced", True, "pending",
                     ["could not be re-run: " + "; ".join(last["reasons"])], [last["record_id"]])
-    missing = [p for p in dict.fromkeys([*final["packet_ids"], *final["baseline_packet_ids"]])
-               if p not in last["packets"]]
+    missing = [p for p in rerun_packets(final) if p not in last["packets"]]
     if missing:
         return Gate("reproduced", True, "pending",
                     [f"packets not covered by the last re-run: {', '.join(missing)}"],

@@ -279,8 +279,8 @@ def reproduce_gate(ledger: Ledger, creds: Credentials, hypothesis_id: str, *,
         or the hypothesis changed during the re-runs; UsageProblem: an empty command or a
         timeout that is not positive; Unauthorized, Forbidden: before anything is re-run.
     """
-    from loopx.research.gates import final_heldout
-    from loopx.research.reproduce import NOT_RUN, REPRODUCED, Rerun, recorded, rerun
+    from loopx.research.gates import final_heldout, rerun_packets
+    from loopx.research.reproduce import REPRODUCED, rerun
 
     if not command:
         raise UsageProblem("the re-run needs a command (`loopx gate reproduce HYP -- CMD...`)")
@@ -300,19 +300,8 @@ def reproduce_gate(ledger: Ledger, creds: Credentials, hypothesis_id: str, *,
     tolerance = float(contract["promotion_policy"].get("reproduce_tolerance", 0.0))
     metric = contract["metric"]["name"]
     location = (contract["evaluation"].get("heldout") or {}).get("location")
-    reruns: list[Rerun] = []
-    for pid in dict.fromkeys([*final["packet_ids"], *final["baseline_packet_ids"]]):
-        packet = view["packets"][pid]
-        values = recorded(packet, metric)
-        request = {"packet_id": pid, "hypothesis_id": packet["hypothesis_id"],
-                   "split": "heldout", "location": location, "metric": metric,
-                   "seeds": sorted({seed for seed, _ in values}),
-                   "evaluated_commit": packet["evaluated_commit"]}
-        if repo is None:
-            reruns.append(Rerun(pid, packet["evaluated_commit"], NOT_RUN, detail=(
-                "the workspace is not in a git repository: no commit can be checked out")))
-        else:
-            reruns.append(rerun(repo, command, request, values, tolerance, timeout))
+    reruns = [rerun(repo, command, view["packets"][p], metric, location, tolerance, timeout)
+              for p in rerun_packets(final)]
     passed = all(r.outcome == REPRODUCED for r in reruns)
     payload = {"hypothesis_id": hypothesis_id, "gate": "reproduced", "passed": passed,
                "revision": entry["revision"], "tolerance": tolerance,

@@ -16,6 +16,7 @@ from loopx.research.evidence import JUDGED_SPLITS, packets_for
 from loopx.research.fingerprint import earlier_duplicates
 from loopx.research.gates import (
     GATES,
+    GUARDRAILS,
     Gate,
     compared_packets,
     control_words,
@@ -153,8 +154,7 @@ def _retirements(view: View, entry: dict[str, Any], gate_rows: dict[str, Gate]
     if worse:
         out["contradicted"] = ([j["event_id"] for j in worse], "significantly worse than the "
                                "baseline on " + " and ".join(j["split"] for j in worse))
-    failed = [g for g in (gate_rows["protected_boundary"], gate_rows["reproduced"])
-              if g.status == "failed"]
+    failed = [gate_rows[name] for name in GUARDRAILS if gate_rows[name].status == "failed"]
     if failed:
         out["guardrail_failed"] = ([r for g in failed for r in g.rests_on],
                                    "; ".join(r for g in failed for r in g.reasons))
@@ -311,7 +311,7 @@ def _state(view: View, entry: dict[str, Any], gate_rows: dict[str, Gate],
         return "promoted", None, None, f"promoted by {decision['decision_id']}"
     if "contradicted" in retire:
         return "contradicted", "decide", "evaluator_promoter", "retire it (contradicted)"
-    if "failed" in (gate_rows["protected_boundary"].status, gate_rows["reproduced"].status):
+    if any(gate_rows[name].status == "failed" for name in GUARDRAILS):
         return "contradicted", "decide", "evaluator_promoter", "retire it (guardrail_failed)"
     if "invalid_result" in retire:
         return ("contradicted", "decide", "evaluator_promoter",

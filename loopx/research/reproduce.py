@@ -114,17 +114,25 @@ def command_env() -> dict[str, str]:
             if not k.startswith("LOOPX_") and TOKEN_PREFIX not in v}
 
 
-def rerun(repo: Path, command: list[str], request: dict[str, Any],
-          values: list[tuple[int, float]], tolerance: float, timeout: float) -> Rerun:
-    """Check out the packet's evaluated commit in a fresh detached worktree, run ``command``
-    there with ``request`` on stdin, compare its answer with the recorded ``values``, and remove
-    the worktree."""
-    packet_id, commit = request["packet_id"], request["evaluated_commit"]
+def rerun(repo: Path | None, command: list[str], packet: dict[str, Any], metric: str,
+          location: str | None, tolerance: float, timeout: float) -> Rerun:
+    """Check out a folded held-out ``packet``'s evaluated commit in a fresh detached worktree,
+    run ``command`` there with the request on stdin, compare its answer with the packet's
+    values of ``metric``, and remove the worktree."""
+    packet_id, commit = packet["packet_id"], packet["evaluated_commit"]
+    values = recorded(packet, metric)
+    if repo is None:
+        return Rerun(packet_id, commit, NOT_RUN, detail="the workspace is not in a git "
+                     "repository: no commit can be checked out")
     if not commit:
         return Rerun(packet_id, commit, NOT_RUN, detail="the packet cites no evaluated commit")
     if not values:
         return Rerun(packet_id, commit, NOT_RUN,
-                     detail=f"the packet recorded no held-out value of {request['metric']}")
+                     detail=f"the packet recorded no held-out value of {metric}")
+    seeds = sorted({seed for seed, _ in values})
+    request = {"packet_id": packet_id, "hypothesis_id": packet["hypothesis_id"],
+               "split": "heldout", "location": location, "metric": metric, "seeds": seeds,
+               "evaluated_commit": commit}
     place = Path(tempfile.mkdtemp(prefix="loopx-reproduce-"))
     try:
         made = run_git(repo, "worktree", "add", "--detach", str(place), commit)
@@ -136,7 +144,7 @@ def rerun(repo: Path, command: list[str], request: dict[str, Any],
         if out is None:
             return Rerun(packet_id, commit, NOT_RUN, detail=problem)
         try:
-            answer = parse_answer(out, sorted({seed for seed, _ in values}))
+            answer = parse_answer(out, seeds)
         except ValueError as exc:
             return Rerun(packet_id, commit, NOT_RUN, detail=f"the command's answer: {exc}")
         return compare(packet_id, commit, values, answer, tolerance)
